@@ -1,0 +1,173 @@
+//! A cluster at run time: its resolved settings and the immutable snapshot picks read
+//! (SPEC §5, §6).
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::clock::Clock;
+use crate::config::parse_metadata_number;
+use crate::config::{ClusterConfig, HealthPolicyOptions};
+use crate::destination::Destination;
+use crate::engine::EngineCore;
+use crate::health::{
+    ActiveHealthPolicy, AvailableDestinationsPolicy, AvailablePolicyContext, HealthClass,
+    PassiveHealthPolicy,
+};
+use crate::registry::PolicyRegistry;
+use crate::selection::LoadBalancingPolicy;
+
+/// A cluster's configuration with every name resolved to a policy and every default applied.
+pub(crate) struct ClusterSettings {
+    pub id: Arc<str>,
+    pub config: ClusterConfig,
+    pub active: Option<ActiveSettings>,
+    pub passive: Option<Arc<dyn PassiveHealthPolicy>>,
+    pub available_policy: Arc<dyn AvailableDestinationsPolicy>,
+    pub available_policy_name: String,
+    pub load_balancing: Arc<dyn LoadBalancingPolicy>,
+    pub load_balancing_name: String,
+    pub failure_threshold: f64,
+    pub failure_rate_limit: f64,
+    pub options: HealthPolicyOptions,
+    pub clock: Arc<dyn Clock>,
+    pub core: Weak<EngineCore>,
+}
+
+/// Resolved active-check settings.
+pub(crate) struct ActiveSettings {
+    pub policy: Arc<dyn ActiveHealthPolicy>,
+    #[allow(dead_code)] // read by the probe monitor
+    pub interval: Duration,
+    #[allow(dead_code)]
+    pub timeout: Duration,
+}
+
+impl ClusterSettings {
+    /// Resolves a validated cluster config. Unknown names cannot occur after validation; should
+    /// they, the built-in defaults are used rather than panicking.
+    pub fn resolve(
+        config: &ClusterConfig,
+        registry: &PolicyRegistry,
+        options: HealthPolicyOptions,
+        clock: Arc<dyn Clock>,
+        core: Weak<EngineCore>,
+    ) -> Self {
+        let fallback = PolicyRegistry::default();
+        let hc = &config.health_check;
+        let active = hc.active.enabled.then(|| ActiveSettings {
+            policy: registry
+                .active(hc.active.policy_name())
+                .or_else(|| fallback.active("ConsecutiveFailures"))
+                .map(|(_, p)| p.clone())
+                .expect("built-in active policy"),
+            interval: hc.active.interval.unwrap_or(options.default_interval),
+            timeout: hc.active.timeout.unwrap_or(options.default_timeout),
+        });
+        let passive = hc.passive.enabled.then(|| {
+            registry
+                .passive(hc.passive.policy_name())
+                .or_else(|| fallback.passive("TransportFailureRate"))
+                .map(|(_, p)| p.clone())
+                .expect("built-in passive policy")
+        });
+        let (available_policy_name, available_policy) = registry
+            .available_destinations(hc.available_destinations_policy_name())
+            .or_else(|| fallback.available_destinations("HealthyOrPanic"))
+            .map(|(n, p)| (n.to_string(), p.clone()))
+            .expect("built-in available-destinations policy");
+        let (load_balancing_name, load_balancing) = registry
+            .load_balancing(config.load_balancing_policy_name())
+            .or_else(|| fallback.load_balancing("PowerOfTwoChoices"))
+            .map(|(n, p)| (n.to_string(), p.clone()))
+            .expect("built-in load-balancing policy");
+        let metadata_number = |key: &str, default: f64| {
+            config
+                .metadata
+                .get(key)
+                .and_then(parse_metadata_number)
+                .unwrap_or(default)
+        };
+        ClusterSettings {
+            id: Arc::from(config.id.as_str()),
+            failure_threshold: metadata_number(
+                crate::config::CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+                options.consecutive_failures_threshold,
+            ),
+            failure_rate_limit: metadata_number(
+                crate::config::TRANSPORT_FAILURE_RATE_LIMIT_KEY,
+                options.default_failure_rate_limit,
+            ),
+            config: config.clone(),
+            active,
+            passive,
+            available_policy,
+            available_policy_name,
+            load_balancing,
+            load_balancing_name,
+            options,
+            clock,
+            core,
+        }
+    }
+
+    pub fn available_context(&self) -> AvailablePolicyContext<'_> {
+        AvailablePolicyContext {
+            cluster_id: &self.id,
+            active_enabled: self.active.is_some(),
+            passive_enabled: self.passive.is_some(),
+        }
+    }
+}
+
+/// Everything a pick needs, published as one immutable value so a reader never sees settings
+/// and health from different moments.
+pub(crate) struct ClusterSnapshot {
+    pub settings: Arc<ClusterSettings>,
+    /// All destinations in config order.
+    pub all: Vec<Arc<Destination>>,
+    /// Available destinations (SPEC §5).
+    pub available: Vec<Arc<Destination>>,
+    /// The best group (SPEC §6).
+    pub best: Vec<Arc<Destination>>,
+    /// The best group's health class; `None` when nothing is available.
+    pub best_class: Option<HealthClass>,
+    pub panic: bool,
+}
+
+/// A cluster's runtime state; survives config reloads that keep the cluster id.
+pub(crate) struct ClusterRuntime {
+    pub snapshot: ArcSwap<ClusterSnapshot>,
+    /// The RoundRobin counter (SPEC §6).
+    pub counter: AtomicUsize,
+    /// Serialises health changes and snapshot rebuilds of this cluster.
+    pub book: Mutex<ClusterBook>,
+}
+
+/// What the last published snapshot said, to detect availability changes.
+#[derive(Default)]
+pub(crate) struct ClusterBook {
+    pub available_ids: Vec<Arc<str>>,
+    pub panic: bool,
+    pub published: bool,
+}
+
+impl ClusterRuntime {
+    pub fn new(settings: Arc<ClusterSettings>) -> Self {
+        ClusterRuntime {
+            snapshot: ArcSwap::from_pointee(ClusterSnapshot {
+                settings,
+                all: Vec::new(),
+                available: Vec::new(),
+                best: Vec::new(),
+                best_class: None,
+                panic: false,
+            }),
+            counter: AtomicUsize::new(0),
+            book: Mutex::new(ClusterBook::default()),
+        }
+    }
+}

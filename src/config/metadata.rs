@@ -1,0 +1,66 @@
+//! String-to-string metadata with case-insensitive keys, as .NET configuration reads it.
+
+use super::eq_ignore_case;
+
+/// Metadata of a cluster or destination: string keys (compared case-insensitively) to string
+/// values, in the order they were given.
+///
+/// ```
+/// use healthpick::config::Metadata;
+///
+/// let md = Metadata::new().with("ConsecutiveFailuresHealthPolicy.Threshold", "3");
+/// assert_eq!(md.get("consecutivefailureshealthpolicy.threshold"), Some("3"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    entries: Vec<(String, String)>,
+}
+
+impl Metadata {
+    /// Empty metadata.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value`, replacing an entry whose key differs only in case.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.insert(key, value);
+        self
+    }
+
+    /// Sets `key` to `value`, replacing an entry whose key differs only in case.
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        let (key, value) = (key.into(), value.into());
+        match self
+            .entries
+            .iter_mut()
+            .find(|(k, _)| eq_ignore_case(k, &key))
+        {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((key, value)),
+        }
+    }
+
+    /// The value of `key`, compared case-insensitively.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(k, _)| eq_ignore_case(k, key))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// All entries in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,462 @@
+//! The configuration model and its builders, with YARP's defaults (SPEC §2).
+
+use std::time::Duration;
+
+use super::Metadata;
+
+/// Default load-balancing policy of a cluster.
+pub(crate) const DEFAULT_LOAD_BALANCING: &str = "PowerOfTwoChoices";
+/// Default available-destinations policy of a cluster.
+pub(crate) const DEFAULT_AVAILABLE_DESTINATIONS: &str = "HealthyOrPanic";
+/// Default active health policy.
+pub(crate) const DEFAULT_ACTIVE_POLICY: &str = "ConsecutiveFailures";
+/// Default passive health policy.
+pub(crate) const DEFAULT_PASSIVE_POLICY: &str = "TransportFailureRate";
+
+/// A whole configuration: the clusters, in the order they were given, and optionally the global
+/// health-policy options.
+///
+/// Read one from a YARP appsettings file with [`Config::from_json`], or build one in code:
+///
+/// ```
+/// use healthpick::config::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
+/// use std::time::Duration;
+///
+/// let config = Config::new().cluster(
+///     ClusterConfig::new("payments")
+///         .load_balancing_policy("RoundRobin")
+///         .active(ActiveHealthCheckConfig::enabled().interval(Duration::from_secs(5)).path("/health"))
+///         .destination(DestinationConfig::new("local-1", "http://10.0.0.1:8080"))
+///         .destination(DestinationConfig::new("remote-1", "http://10.1.0.1:8080").priority(1)),
+/// );
+/// assert_eq!(config.clusters().len(), 1);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    pub(crate) clusters: Vec<ClusterConfig>,
+    pub(crate) health_policies: Option<HealthPolicyOptions>,
+    /// Key prefix for diagnostics: `ReverseProxy:Clusters` or `Clusters`.
+    pub(crate) section: String,
+}
+
+impl Config {
+    /// An empty configuration (no clusters).
+    pub fn new() -> Self {
+        Config {
+            clusters: Vec::new(),
+            health_policies: None,
+            section: "Clusters".to_string(),
+        }
+    }
+
+    /// Adds a cluster.
+    pub fn cluster(mut self, cluster: ClusterConfig) -> Self {
+        self.clusters.push(cluster);
+        self
+    }
+
+    /// Sets the global health-policy options; without them the engine's own options apply.
+    pub fn health_policy_options(mut self, options: HealthPolicyOptions) -> Self {
+        self.health_policies = Some(options);
+        self
+    }
+
+    /// The clusters in the order they were given.
+    pub fn clusters(&self) -> &[ClusterConfig] {
+        &self.clusters
+    }
+
+    /// The cluster with this id, compared case-insensitively.
+    pub fn find_cluster(&self, id: &str) -> Option<&ClusterConfig> {
+        self.clusters
+            .iter()
+            .find(|c| super::eq_ignore_case(&c.id, id))
+    }
+
+    /// The global health-policy options given with this config, if any.
+    pub fn health_policies(&self) -> Option<&HealthPolicyOptions> {
+        self.health_policies.as_ref()
+    }
+}
+
+/// Global options of the built-in health policies and the active monitor (SPEC §2), the values
+/// YARP sets in code through `TransportFailureRateHealthPolicyOptions`,
+/// `ConsecutiveFailuresHealthPolicyOptions` and `ActiveHealthCheckMonitorOptions`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HealthPolicyOptions {
+    /// Window over which TransportFailureRate counts outcomes. Default 60 s.
+    pub detection_window_size: Duration,
+    /// Below this many outcomes in the window the failure rate is 0. Default 10.
+    pub minimal_total_count_threshold: u64,
+    /// Failure-rate limit when a cluster sets none in its metadata. Default 0.3.
+    pub default_failure_rate_limit: f64,
+    /// ConsecutiveFailures threshold when a cluster sets none. Default 2.
+    pub consecutive_failures_threshold: f64,
+    /// Probe interval when a cluster sets none. Default 15 s.
+    pub default_interval: Duration,
+    /// Probe timeout when a cluster sets none. Default 10 s.
+    pub default_timeout: Duration,
+    /// Reactivation period when a cluster sets none. Default 60 s.
+    pub default_reactivation_period: Duration,
+}
+
+impl Default for HealthPolicyOptions {
+    fn default() -> Self {
+        HealthPolicyOptions {
+            detection_window_size: Duration::from_secs(60),
+            minimal_total_count_threshold: 10,
+            default_failure_rate_limit: 0.3,
+            consecutive_failures_threshold: 2.0,
+            default_interval: Duration::from_secs(15),
+            default_timeout: Duration::from_secs(10),
+            default_reactivation_period: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One cluster: a named group of interchangeable destinations (SPEC §1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    pub(crate) id: String,
+    pub(crate) load_balancing_policy: Option<String>,
+    pub(crate) health_check: HealthCheckConfig,
+    pub(crate) metadata: Metadata,
+    pub(crate) destinations: Vec<DestinationConfig>,
+    pub(crate) http_version: Option<String>,
+    pub(crate) dangerous_accept_any_server_certificate: bool,
+    pub(crate) max_connections_per_server: Option<u32>,
+}
+
+impl ClusterConfig {
+    /// A cluster with YARP's defaults: PowerOfTwoChoices, HealthyOrPanic, no health checks.
+    pub fn new(id: impl Into<String>) -> Self {
+        ClusterConfig {
+            id: id.into(),
+            load_balancing_policy: None,
+            health_check: HealthCheckConfig::default(),
+            metadata: Metadata::new(),
+            destinations: Vec::new(),
+            http_version: None,
+            dangerous_accept_any_server_certificate: false,
+            max_connections_per_server: None,
+        }
+    }
+
+    /// Sets the load-balancing policy by name (case-insensitive). Default `PowerOfTwoChoices`.
+    pub fn load_balancing_policy(mut self, name: impl Into<String>) -> Self {
+        self.load_balancing_policy = Some(name.into());
+        self
+    }
+
+    /// Sets the available-destinations policy by name. Default `HealthyOrPanic`.
+    pub fn available_destinations_policy(mut self, name: impl Into<String>) -> Self {
+        self.health_check.available_destinations_policy = Some(name.into());
+        self
+    }
+
+    /// Sets the active health check. Default: disabled.
+    pub fn active(mut self, active: ActiveHealthCheckConfig) -> Self {
+        self.health_check.active = active;
+        self
+    }
+
+    /// Sets the passive health check. Default: disabled.
+    pub fn passive(mut self, passive: PassiveHealthCheckConfig) -> Self {
+        self.health_check.passive = passive;
+        self
+    }
+
+    /// Adds a metadata entry (for example `ConsecutiveFailuresHealthPolicy.Threshold`).
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key, value);
+        self
+    }
+
+    /// Adds a destination.
+    pub fn destination(mut self, destination: DestinationConfig) -> Self {
+        self.destinations.push(destination);
+        self
+    }
+
+    /// Sets the HTTP version probes use (`"1.1"` default, `"2"`), from `HttpRequest:Version`.
+    pub fn http_version(mut self, version: impl Into<String>) -> Self {
+        self.http_version = Some(version.into());
+        self
+    }
+
+    /// The cluster id, spelled as given.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The load-balancing policy name as given, or the default.
+    pub fn load_balancing_policy_name(&self) -> &str {
+        self.load_balancing_policy
+            .as_deref()
+            .unwrap_or(DEFAULT_LOAD_BALANCING)
+    }
+
+    /// The health-check settings.
+    pub fn health_check(&self) -> &HealthCheckConfig {
+        &self.health_check
+    }
+
+    /// The cluster metadata.
+    pub fn metadata_map(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The destinations in the order they were given.
+    pub fn destinations(&self) -> &[DestinationConfig] {
+        &self.destinations
+    }
+
+    /// The HTTP version probes ask for, if set (`HttpRequest:Version`).
+    pub fn http_version_setting(&self) -> Option<&str> {
+        self.http_version.as_deref()
+    }
+
+    /// `HttpClient:DangerousAcceptAnyServerCertificate` (default false).
+    pub fn dangerous_accept_any_server_certificate(&self) -> bool {
+        self.dangerous_accept_any_server_certificate
+    }
+
+    /// `HttpClient:MaxConnectionsPerServer`, if set.
+    pub fn max_connections_per_server(&self) -> Option<u32> {
+        self.max_connections_per_server
+    }
+}
+
+/// The `HealthCheck` section of a cluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HealthCheckConfig {
+    pub(crate) available_destinations_policy: Option<String>,
+    pub(crate) active: ActiveHealthCheckConfig,
+    pub(crate) passive: PassiveHealthCheckConfig,
+}
+
+impl HealthCheckConfig {
+    /// The available-destinations policy name as given, or the default.
+    pub fn available_destinations_policy_name(&self) -> &str {
+        self.available_destinations_policy
+            .as_deref()
+            .unwrap_or(DEFAULT_AVAILABLE_DESTINATIONS)
+    }
+
+    /// The active check.
+    pub fn active(&self) -> &ActiveHealthCheckConfig {
+        &self.active
+    }
+
+    /// The passive check.
+    pub fn passive(&self) -> &PassiveHealthCheckConfig {
+        &self.passive
+    }
+}
+
+/// Active health checks: periodic probes of each destination (SPEC §3).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActiveHealthCheckConfig {
+    pub(crate) enabled: bool,
+    pub(crate) interval: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) policy: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) query: Option<String>,
+}
+
+impl ActiveHealthCheckConfig {
+    /// Active checks turned on, with the defaults (15 s interval, 10 s timeout,
+    /// ConsecutiveFailures).
+    pub fn enabled() -> Self {
+        ActiveHealthCheckConfig {
+            enabled: true,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the probe interval. Default 15 s.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = Some(interval);
+        self
+    }
+
+    /// Sets the probe timeout. Default 10 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the active policy by name. Default `ConsecutiveFailures`.
+    pub fn policy(mut self, name: impl Into<String>) -> Self {
+        self.policy = Some(name.into());
+        self
+    }
+
+    /// Sets the probe path; it must start with `/`. Default: none (the base path).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Sets the probe query; it must start with `?`. Default: none.
+    pub fn query(mut self, query: impl Into<String>) -> Self {
+        self.query = Some(query.into());
+        self
+    }
+
+    /// Whether active checks are on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The interval as given (`None`: the default applies).
+    pub fn interval_setting(&self) -> Option<Duration> {
+        self.interval
+    }
+
+    /// The timeout as given (`None`: the default applies).
+    pub fn timeout_setting(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The policy name as given, or the default.
+    pub fn policy_name(&self) -> &str {
+        self.policy.as_deref().unwrap_or(DEFAULT_ACTIVE_POLICY)
+    }
+
+    /// The probe path, if any.
+    pub fn path_setting(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// The probe query, if any.
+    pub fn query_setting(&self) -> Option<&str> {
+        self.query.as_deref()
+    }
+}
+
+/// Passive health checks: judging destinations by real request outcomes (SPEC §4).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PassiveHealthCheckConfig {
+    pub(crate) enabled: bool,
+    pub(crate) policy: Option<String>,
+    pub(crate) reactivation_period: Option<Duration>,
+}
+
+impl PassiveHealthCheckConfig {
+    /// Passive checks turned on with TransportFailureRate.
+    pub fn enabled() -> Self {
+        PassiveHealthCheckConfig {
+            enabled: true,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the passive policy by name. Default `TransportFailureRate`.
+    pub fn policy(mut self, name: impl Into<String>) -> Self {
+        self.policy = Some(name.into());
+        self
+    }
+
+    /// Sets how long an ejected destination stays out before it returns to Unknown. Default: the
+    /// policy decides (TransportFailureRate: max(60 s, detection window)).
+    pub fn reactivation_period(mut self, period: Duration) -> Self {
+        self.reactivation_period = Some(period);
+        self
+    }
+
+    /// Whether passive checks are on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The policy name as given, or the default.
+    pub fn policy_name(&self) -> &str {
+        self.policy.as_deref().unwrap_or(DEFAULT_PASSIVE_POLICY)
+    }
+
+    /// The reactivation period as given.
+    pub fn reactivation_period_setting(&self) -> Option<Duration> {
+        self.reactivation_period
+    }
+}
+
+/// One destination (instance) of a cluster (SPEC §1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DestinationConfig {
+    pub(crate) id: String,
+    pub(crate) address: String,
+    pub(crate) health: Option<String>,
+    pub(crate) host: Option<String>,
+    pub(crate) metadata: Metadata,
+    pub(crate) priority: u32,
+}
+
+impl DestinationConfig {
+    /// A destination with an id and an absolute http(s) base address, in tier 0.
+    pub fn new(id: impl Into<String>, address: impl Into<String>) -> Self {
+        DestinationConfig {
+            id: id.into(),
+            address: address.into(),
+            health: None,
+            host: None,
+            metadata: Metadata::new(),
+            priority: 0,
+        }
+    }
+
+    /// Sets a separate base URL for probes. Default: the address.
+    pub fn health(mut self, url: impl Into<String>) -> Self {
+        self.health = Some(url.into());
+        self
+    }
+
+    /// Sets the `Host` header sent to this destination. Default: none (from the URL).
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// Sets the tier: 0 is the most preferred. Default 0.
+    pub fn priority(mut self, tier: u32) -> Self {
+        self.priority = tier;
+        self
+    }
+
+    /// Adds a metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key, value);
+        self
+    }
+
+    /// The destination id, spelled as given.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The address as given.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The health base URL as given.
+    pub fn health_setting(&self) -> Option<&str> {
+        self.health.as_deref()
+    }
+
+    /// The Host header, if set.
+    pub fn host_setting(&self) -> Option<&str> {
+        self.host.as_deref()
+    }
+
+    /// The tier (priority), 0 = most preferred.
+    pub fn tier(&self) -> u32 {
+        self.priority
+    }
+
+    /// The destination metadata.
+    pub fn metadata_map(&self) -> &Metadata {
+        &self.metadata
+    }
+}

@@ -1,0 +1,648 @@
+//! The engine: all clusters' runtime state, config (re)loading, picks, probe rounds, timers,
+//! status and events (SPEC §2, §5, §6, §10).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, Notify};
+
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::{ClusterRuntime, ClusterSettings};
+use crate::config::{
+    eq_ignore_case, fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics,
+    HealthPolicyOptions,
+};
+use crate::destination::{Destination, PickHandle};
+use crate::error::PickError;
+use crate::events::HealthEvent;
+use crate::health::updater::{self, Reactivation};
+use crate::health::{HealthClass, ProbeResult};
+use crate::registry::PolicyRegistry;
+use crate::rng::RandomSource;
+use crate::selection::PickContext;
+use crate::status::{ClusterStatus, DestinationStatus, EngineStatus};
+use crate::uri;
+
+/// The routing engine: holds every cluster's destinations and health, answers picks from
+/// immutable snapshots, and takes probe results and request outcomes.
+///
+/// `Engine` is cheap to clone (an `Arc` inside); clones share everything.
+///
+/// ```
+/// use healthpick::Engine;
+///
+/// let engine = Engine::from_json(r#"{
+///   "ReverseProxy": { "Clusters": { "payments": {
+///     "LoadBalancingPolicy": "RoundRobin",
+///     "Destinations": {
+///       "local-1":  { "Address": "http://127.0.0.1:8001/" },
+///       "remote-1": { "Address": "http://127.0.0.1:9001/", "Priority": 1 }
+///     } } } } }"#)?;
+/// let pick = engine.pick_endpoint("payments")?;
+/// assert_eq!(pick.destination().id(), "local-1"); // tier 0 first
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    core: Arc<EngineCore>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("clusters", &self.cluster_ids())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Engine`] with custom policies, clock, random seed or options.
+///
+/// ```
+/// use healthpick::{Engine, ManualClock};
+/// use std::sync::Arc;
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let engine = Engine::builder().clock(clock.clone()).seed(7).build();
+/// assert!(engine.cluster_ids().is_empty());
+/// ```
+pub struct EngineBuilder {
+    registry: PolicyRegistry,
+    clock: Option<Arc<dyn Clock>>,
+    seed: Option<u64>,
+    options: HealthPolicyOptions,
+    strict: bool,
+    event_capacity: usize,
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("registry", &self.registry)
+            .field("seed", &self.seed)
+            .field("options", &self.options)
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            registry: PolicyRegistry::default(),
+            clock: None,
+            seed: None,
+            options: HealthPolicyOptions::default(),
+            strict: false,
+            event_capacity: 1024,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// Replaces the whole policy registry. Default: the built-in policies.
+    pub fn registry(mut self, registry: PolicyRegistry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Registers a custom active health policy under `name` (case-insensitive).
+    pub fn active_policy(
+        mut self,
+        name: &str,
+        policy: impl crate::health::ActiveHealthPolicy,
+    ) -> Self {
+        self.registry.register_active(name, Arc::new(policy));
+        self
+    }
+
+    /// Registers a custom passive health policy under `name`.
+    pub fn passive_policy(
+        mut self,
+        name: &str,
+        policy: impl crate::health::PassiveHealthPolicy,
+    ) -> Self {
+        self.registry.register_passive(name, Arc::new(policy));
+        self
+    }
+
+    /// Registers a custom available-destinations policy under `name`.
+    pub fn available_destinations_policy(
+        mut self,
+        name: &str,
+        policy: impl crate::health::AvailableDestinationsPolicy,
+    ) -> Self {
+        self.registry
+            .register_available_destinations(name, Arc::new(policy));
+        self
+    }
+
+    /// Registers a custom load-balancing policy under `name`.
+    pub fn load_balancing_policy(
+        mut self,
+        name: &str,
+        policy: impl crate::selection::LoadBalancingPolicy,
+    ) -> Self {
+        self.registry
+            .register_load_balancing(name, Arc::new(policy));
+        self
+    }
+
+    /// Uses `clock` for all time. Default: [`SystemClock`], with reactivation timers driven by a
+    /// tokio task. With a custom clock, call [`Engine::fire_due_timers`] after moving it.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Seeds the random source so picks are reproducible. Default: per-thread generators seeded
+    /// from the OS (no shared state on the pick path; a seeded engine takes a lock per draw).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Global health-policy options used when a config does not carry a `HealthPolicies`
+    /// section. Default: [`HealthPolicyOptions::default`].
+    pub fn health_policy_options(mut self, options: HealthPolicyOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Strict mode: configuration warnings are errors. Default false.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Capacity of the event channel behind [`Engine::subscribe`]. Default 1024.
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity.max(1);
+        self
+    }
+
+    /// Builds an engine with no clusters.
+    pub fn build(self) -> Engine {
+        let auto_timers = self.clock.is_none();
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let (events, _) = broadcast::channel(self.event_capacity);
+        let core = Arc::new_cyclic(|me| EngineCore {
+            me: me.clone(),
+            clusters: ArcSwap::from_pointee(ClusterTable::default()),
+            registry: self.registry,
+            options: self.options,
+            clock,
+            rng: match self.seed {
+                Some(seed) => RandomSource::seeded(seed),
+                None => RandomSource::PerThread,
+            },
+            events,
+            timers: Mutex::new(BinaryHeap::new()),
+            timer_seq: AtomicU64::new(0),
+            timer_wake: Arc::new(Notify::new()),
+            driver_started: AtomicBool::new(false),
+            auto_timers,
+            config_lock: Mutex::new(()),
+            strict: self.strict,
+        });
+        Engine { core }
+    }
+
+    /// Builds an engine and applies `config`.
+    ///
+    /// # Errors
+    /// When the configuration is invalid for this builder's policies.
+    pub fn build_with(self, config: Config) -> Result<Engine, ConfigError> {
+        let engine = self.build();
+        engine.apply_config(config)?;
+        Ok(engine)
+    }
+}
+
+/// Clusters indexed by case-folded id.
+#[derive(Default)]
+pub(crate) struct ClusterTable {
+    by_id: HashMap<Box<str>, Arc<ClusterRuntime>, foldhash::fast::RandomState>,
+    order: Vec<Arc<ClusterRuntime>>,
+}
+
+impl ClusterTable {
+    /// Looks up a cluster without allocating for ASCII ids of up to 64 bytes.
+    fn get(&self, id: &str) -> Option<&Arc<ClusterRuntime>> {
+        if !id.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+            return self.by_id.get(id);
+        }
+        if id.is_ascii() && id.len() <= 64 {
+            let mut buf = [0u8; 64];
+            let folded = &mut buf[..id.len()];
+            folded.copy_from_slice(id.as_bytes());
+            folded.make_ascii_lowercase();
+            return std::str::from_utf8(folded)
+                .ok()
+                .and_then(|k| self.by_id.get(k));
+        }
+        self.by_id.get(fold_case(id).as_str())
+    }
+}
+
+pub(crate) struct EngineCore {
+    me: Weak<EngineCore>,
+    pub clusters: ArcSwap<ClusterTable>,
+    registry: PolicyRegistry,
+    options: HealthPolicyOptions,
+    pub clock: Arc<dyn Clock>,
+    rng: RandomSource,
+    events: broadcast::Sender<HealthEvent>,
+    pub timers: Mutex<BinaryHeap<Reverse<Reactivation>>>,
+    timer_seq: AtomicU64,
+    timer_wake: Arc<Notify>,
+    driver_started: AtomicBool,
+    auto_timers: bool,
+    config_lock: Mutex<()>,
+    strict: bool,
+}
+
+impl Drop for EngineCore {
+    fn drop(&mut self) {
+        // Wake the timer task so it sees the engine is gone and ends.
+        self.timer_wake.notify_one();
+    }
+}
+
+impl EngineCore {
+    pub fn cluster(&self, id: &str) -> Option<Arc<ClusterRuntime>> {
+        self.clusters.load().get(id).cloned()
+    }
+
+    pub fn emit(&self, event: HealthEvent) {
+        // No subscriber is fine.
+        let _ = self.events.send(event);
+    }
+
+    pub fn schedule(&self, mut entry: Reactivation) {
+        entry.seq = self.timer_seq.fetch_add(1, Ordering::Relaxed);
+        self.timers.lock().push(Reverse(entry));
+        self.timer_wake.notify_one();
+        if self.auto_timers && !self.driver_started.load(Ordering::Acquire) {
+            self.start_timer_driver();
+        }
+    }
+
+    fn next_due(&self) -> Option<Duration> {
+        self.timers.lock().peek().map(|Reverse(e)| e.due)
+    }
+
+    /// Starts the task that fires reactivations on time, if a tokio runtime is at hand.
+    fn start_timer_driver(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation fires only when Engine::fire_due_timers is called");
+            return;
+        };
+        if self.driver_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.me.clone();
+        let wake = self.timer_wake.clone();
+        handle.spawn(async move {
+            loop {
+                let delay = {
+                    let Some(core) = me.upgrade() else { return };
+                    updater::fire_due(&core);
+                    core.next_due()
+                        .map(|due| due.saturating_sub(core.clock.now()))
+                };
+                match delay {
+                    Some(delay) => {
+                        let _ = tokio::time::timeout(delay, wake.notified()).await;
+                    }
+                    None => wake.notified().await,
+                }
+            }
+        });
+    }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::builder().build()
+    }
+}
+
+impl Engine {
+    /// A builder for custom policies, clock, seed and options.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// An engine with the built-in policies running `config`.
+    ///
+    /// # Errors
+    /// Every problem of the configuration, at once.
+    pub fn new(config: Config) -> Result<Engine, ConfigError> {
+        Engine::builder().build_with(config)
+    }
+
+    /// An engine with the built-in policies running a YARP JSON document.
+    ///
+    /// # Errors
+    /// Every problem of the document, at once.
+    pub fn from_json(text: &str) -> Result<Engine, ConfigError> {
+        let engine = Engine::default();
+        engine.load_json(text)?;
+        Ok(engine)
+    }
+
+    /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
+    /// Returns the warnings. On error nothing changes: the old configuration stays in force.
+    ///
+    /// # Errors
+    /// Every problem of the document, at once.
+    pub fn load_json(&self, text: &str) -> Result<Vec<Diagnostic>, ConfigError> {
+        let report = crate::config::check(text, &self.core.registry, self.core.strict);
+        match report.config {
+            Some(config) if report.errors.is_empty() => {
+                self.apply_validated(config);
+                log_warnings(&report.warnings);
+                Ok(report.warnings)
+            }
+            _ => Err(log_rejected(ConfigError {
+                errors: report.errors,
+                warnings: report.warnings,
+            })),
+        }
+    }
+
+    /// Validates and applies `config`. Surviving destinations (same cluster id and destination
+    /// id, case-insensitively) keep their health, counters and in-flight counts; removed ones
+    /// are dropped; new ones start Unknown. Returns the warnings.
+    ///
+    /// # Errors
+    /// Every problem of the configuration; nothing changes then.
+    pub fn apply_config(&self, config: Config) -> Result<Vec<Diagnostic>, ConfigError> {
+        let mut diags = Diagnostics::default();
+        validate(&config, &self.core.registry, &mut diags);
+        diags.finish(self.core.strict);
+        match diags.into_result() {
+            Ok(warnings) => {
+                self.apply_validated(config);
+                log_warnings(&warnings);
+                Ok(warnings)
+            }
+            Err(e) => Err(log_rejected(e)),
+        }
+    }
+
+    fn apply_validated(&self, config: Config) {
+        let core = &self.core;
+        let _serial = core.config_lock.lock();
+        let options = config.health_policies.unwrap_or(core.options);
+        let old = core.clusters.load_full();
+        let now = core.clock.now();
+        let mut table = ClusterTable::default();
+        for cluster in &config.clusters {
+            let settings = Arc::new(ClusterSettings::resolve(
+                cluster,
+                &core.registry,
+                options,
+                core.clock.clone(),
+                core.me.clone(),
+            ));
+            let runtime = old
+                .get(&cluster.id)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(ClusterRuntime::new(settings.clone())));
+            let mut book = runtime.book.lock();
+            let previous = runtime.snapshot.load_full();
+            let destinations = cluster
+                .destinations
+                .iter()
+                .map(|d| {
+                    let state = previous
+                        .all
+                        .iter()
+                        .find(|o| eq_ignore_case(&o.id, &d.id))
+                        .map(|o| o.state.clone())
+                        .unwrap_or_default();
+                    Arc::new(Destination {
+                        id: Arc::from(d.id.as_str()),
+                        // Validated: both parse.
+                        address: uri::parse_base(&d.address).unwrap_or_else(|_| {
+                            url::Url::parse("http://invalid./").expect("static URL")
+                        }),
+                        health_url: d.health.as_deref().and_then(|h| uri::parse_base(h).ok()),
+                        host: d.host.clone(),
+                        tier: d.priority,
+                        metadata: d.metadata.clone(),
+                        state,
+                        cluster: settings.clone(),
+                    })
+                })
+                .collect();
+            updater::publish(core, &runtime, &mut book, settings, destinations, now);
+            drop(book);
+            table
+                .by_id
+                .insert(fold_case(&cluster.id).into(), runtime.clone());
+            table.order.push(runtime);
+        }
+        core.clusters.store(Arc::new(table));
+        tracing::info!(target: "healthpick", clusters = config.clusters.len(), "configuration applied");
+    }
+
+    /// Picks a destination of `cluster` for one request (SPEC §6): best health class, lowest
+    /// tier, then the cluster's load-balancing policy. Lock-free; allocates nothing but the
+    /// handle's reference count.
+    ///
+    /// # Errors
+    /// [`PickError::NoAvailableDestinations`] when nothing may receive traffic;
+    /// [`PickError::UnknownCluster`] when no cluster has that id.
+    #[inline]
+    pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        let table = self.core.clusters.load();
+        let Some(runtime) = table.get(cluster) else {
+            return Err(PickError::UnknownCluster {
+                cluster: cluster.to_string(),
+            });
+        };
+        let snapshot = runtime.snapshot.load();
+        let group = &snapshot.best;
+        let index = match group.len() {
+            0 => {
+                return Err(PickError::NoAvailableDestinations {
+                    cluster: cluster.to_string(),
+                })
+            }
+            1 => 0,
+            n => {
+                let ctx = PickContext {
+                    rng: &self.core.rng,
+                    counter: &runtime.counter,
+                };
+                snapshot.settings.load_balancing.pick(&ctx, group) % n
+            }
+        };
+        Ok(PickHandle::new(group[index].clone()))
+    }
+
+    /// The whole best group of `cluster` and its summary status, for callers that pick
+    /// themselves (SPEC §6).
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub fn best_endpoints(&self, cluster: &str) -> Result<BestEndpoints, PickError> {
+        let Some(runtime) = self.core.cluster(cluster) else {
+            return Err(PickError::UnknownCluster {
+                cluster: cluster.to_string(),
+            });
+        };
+        let snapshot = runtime.snapshot.load();
+        match snapshot.best_class {
+            Some(status) if !snapshot.best.is_empty() => Ok(BestEndpoints {
+                destinations: snapshot.best.clone(),
+                status,
+                panic: snapshot.panic,
+            }),
+            _ => Err(PickError::NoAvailableDestinations {
+                cluster: cluster.to_string(),
+            }),
+        }
+    }
+
+    /// Applies one finished probe round of `cluster` (SPEC §3): the cluster's active policy sees
+    /// all results at once. Results naming destinations the cluster no longer has are dropped.
+    /// Returns how many results were applied (0 when active checks are disabled).
+    ///
+    /// # Errors
+    /// [`PickError::UnknownCluster`].
+    pub fn report_probe_round(
+        &self,
+        cluster: &str,
+        results: &[ProbeResult],
+    ) -> Result<usize, PickError> {
+        let runtime = self
+            .core
+            .cluster(cluster)
+            .ok_or_else(|| PickError::UnknownCluster {
+                cluster: cluster.to_string(),
+            })?;
+        Ok(updater::probe_round(&self.core, &runtime, results))
+    }
+
+    /// Fires the passive reactivations due at the clock's current time and returns how many
+    /// fired. With the default clock a background task does this; with a custom clock call it
+    /// after moving the clock.
+    pub fn fire_due_timers(&self) -> usize {
+        updater::fire_due(&self.core)
+    }
+
+    /// When the next reactivation is due, on the engine clock.
+    pub fn next_timer_due(&self) -> Option<Duration> {
+        self.core.next_due()
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.core.clock
+    }
+
+    /// The engine's policies.
+    pub fn registry(&self) -> &PolicyRegistry {
+        &self.core.registry
+    }
+
+    /// Ids of the configured clusters, in config order.
+    pub fn cluster_ids(&self) -> Vec<String> {
+        self.core
+            .clusters
+            .load()
+            .order
+            .iter()
+            .map(|c| c.snapshot.load().settings.id.to_string())
+            .collect()
+    }
+
+    /// Subscribes to change events: every health-part change and every availability or panic
+    /// change, in order. A subscriber that falls more than the channel capacity behind gets
+    /// `RecvError::Lagged` and continues with newer events.
+    pub fn subscribe(&self) -> broadcast::Receiver<HealthEvent> {
+        self.core.events.subscribe()
+    }
+
+    /// A point-in-time view of every cluster and destination, for dashboards and the CLI
+    /// (SPEC §10).
+    pub fn status(&self) -> EngineStatus {
+        let table = self.core.clusters.load();
+        let clusters = table
+            .order
+            .iter()
+            .map(|runtime| {
+                let snapshot = runtime.snapshot.load();
+                let settings = &snapshot.settings;
+                let destinations = snapshot
+                    .all
+                    .iter()
+                    .map(|d| {
+                        let record = d.state.record.lock().clone();
+                        let health = d.health();
+                        DestinationStatus {
+                            id: d.id.to_string(),
+                            address: d.address.to_string(),
+                            tier: d.tier,
+                            active: health.active,
+                            passive: health.passive,
+                            reported: health.reported,
+                            available: snapshot.available.iter().any(|a| Arc::ptr_eq(a, d)),
+                            in_best_group: snapshot.best.iter().any(|a| Arc::ptr_eq(a, d)),
+                            in_flight: d.in_flight(),
+                            last_change: record.last_change,
+                            last_reason: record.last_reason,
+                            last_probe: record.last_probe,
+                            last_probe_result: record.last_probe_result,
+                            last_error: record.last_error,
+                        }
+                    })
+                    .collect();
+                ClusterStatus {
+                    id: settings.id.to_string(),
+                    load_balancing_policy: settings.load_balancing_name.clone(),
+                    available_destinations_policy: settings.available_policy_name.clone(),
+                    active_enabled: settings.active.is_some(),
+                    passive_enabled: settings.passive.is_some(),
+                    panic: snapshot.panic,
+                    best_class: snapshot.best_class,
+                    destinations,
+                }
+            })
+            .collect();
+        EngineStatus {
+            at: self.core.clock.now(),
+            clusters,
+        }
+    }
+}
+
+/// The best group of a cluster with its summary status.
+#[derive(Debug, Clone)]
+pub struct BestEndpoints {
+    /// The destinations of the best class and lowest tier, in config order.
+    pub destinations: Vec<Arc<Destination>>,
+    /// The best health class present: Healthy, Degraded, or Unhealthy (panic).
+    pub status: HealthClass,
+    /// Whether the cluster is in panic mode.
+    pub panic: bool,
+}
+
+fn log_warnings(warnings: &[Diagnostic]) {
+    for w in warnings {
+        tracing::warn!(target: "healthpick", path = %w.path, "{}", w.message);
+    }
+}
+
+fn log_rejected(e: ConfigError) -> ConfigError {
+    tracing::error!(target: "healthpick", "configuration rejected, the previous one stays in force: {e}");
+    e
+}

@@ -1,0 +1,30 @@
+//! `FirstAlphabetical`: the destination with the smallest id, compared case-insensitively.
+//! Deterministic, for tests and for primary/standby setups. It scans the group.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::{LoadBalancingPolicy, PickContext};
+use crate::destination::Destination;
+
+/// The smallest destination id, case-insensitively.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FirstAlphabetical;
+
+fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .cmp(b.chars().flat_map(char::to_lowercase))
+}
+
+impl LoadBalancingPolicy for FirstAlphabetical {
+    fn pick(&self, _ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
+        let mut best = 0;
+        for i in 1..group.len() {
+            if cmp_ignore_case(&group[i].id, &group[best].id) == Ordering::Less {
+                best = i;
+            }
+        }
+        best
+    }
+}

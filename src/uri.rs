@@ -1,0 +1,125 @@
+//! Building URLs from a destination's base URL (SPEC §3 "Probe URI"; reused for requests, §8).
+
+use url::Url;
+
+/// Parses an absolute http(s) URL with a host, or says what is wrong with it.
+pub(crate) fn parse_base(text: &str) -> Result<Url, &'static str> {
+    let url = Url::parse(text.trim()).map_err(|_| "is not an absolute http(s) URL")?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err("is not an absolute http(s) URL");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("has no host");
+    }
+    Ok(url)
+}
+
+/// The probe URI of a destination, by SPEC §3: base = `health` or `address` without its query and
+/// fragment; with an empty `path` the base path (at least `/`), otherwise the base path with one
+/// trailing `/` removed followed by `path`; then `query` verbatim. The `url` crate percent-encodes
+/// what lies outside the path set and normalises scheme, host and default ports.
+///
+/// ```
+/// # use healthpick::probe_uri;
+/// let uri = probe_uri("https://localhost:10000/", Some("/api/health/"), Some("?key=value")).unwrap();
+/// assert_eq!(uri.as_str(), "https://localhost:10000/api/health/?key=value");
+/// ```
+///
+/// # Errors
+/// A message when the base is not an absolute http(s) URL, `path` does not start with `/` or
+/// `query` does not start with `?`.
+pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<Url, String> {
+    let mut url = parse_base(base).map_err(|why| format!("base `{base}` {why}"))?;
+    url.set_fragment(None);
+    url.set_query(None);
+    let path = path.unwrap_or("");
+    if !path.is_empty() {
+        if !path.starts_with('/') {
+            return Err(format!("Path `{path}` must start with `/`"));
+        }
+        let base_path = url.path();
+        let trimmed = base_path.strip_suffix('/').unwrap_or(base_path);
+        // `set_path` would treat `?` and `#` as data anyway, but encode them explicitly so the
+        // rule does not depend on the url crate's choice.
+        let joined = format!("{trimmed}{}", path.replace('?', "%3F").replace('#', "%23"));
+        url.set_path(&joined);
+    }
+    match query {
+        Some(q) if !q.is_empty() => {
+            let Some(rest) = q.strip_prefix('?') else {
+                return Err(format!("Query `{q}` must start with `?`"));
+            };
+            url.set_query(Some(rest));
+        }
+        _ => {}
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe_uri;
+
+    fn uri(base: &str, path: Option<&str>, query: Option<&str>) -> String {
+        probe_uri(base, path, query).unwrap().to_string()
+    }
+
+    #[test]
+    fn spec_examples() {
+        assert_eq!(
+            uri(
+                "https://localhost:10000/",
+                Some("/api/health/"),
+                Some("?key=value")
+            ),
+            "https://localhost:10000/api/health/?key=value"
+        );
+        assert_eq!(
+            uri("https://localhost:20000/api", Some("/health/"), None),
+            "https://localhost:20000/api/health/"
+        );
+        assert_eq!(
+            uri("https://localhost:10000/api", None, None),
+            "https://localhost:10000/api"
+        );
+        assert_eq!(
+            uri("https://localhost:443/", None, None),
+            "https://localhost/"
+        );
+    }
+
+    #[test]
+    fn base_query_and_fragment_are_dropped() {
+        assert_eq!(
+            uri("http://h:81/a/?x=1#frag", Some("/b"), None),
+            "http://h:81/a/b"
+        );
+    }
+
+    #[test]
+    fn only_one_trailing_slash_is_removed() {
+        assert_eq!(uri("http://h/a//", Some("/b"), None), "http://h/a//b");
+    }
+
+    #[test]
+    fn path_characters_are_percent_encoded() {
+        assert_eq!(uri("http://h/", Some("/a b"), None), "http://h/a%20b");
+        assert_eq!(uri("http://h/", Some("/a?b"), None), "http://h/a%3Fb");
+    }
+
+    #[test]
+    fn scheme_and_host_are_lower_cased_and_default_ports_vanish() {
+        assert_eq!(
+            uri("HTTP://LocalHost:80/Api", None, None),
+            "http://localhost/Api"
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        assert!(probe_uri("localhost:10010", None, None).is_err());
+        assert!(probe_uri("ftp://h/", None, None).is_err());
+        assert!(probe_uri("http://h/", Some("health"), None).is_err());
+        assert!(probe_uri("http://h/", None, Some("a=b")).is_err());
+    }
+}
