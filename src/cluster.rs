@@ -9,7 +9,6 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::clock::Clock;
-use crate::config::parse_metadata_number;
 use crate::config::{ClusterConfig, HealthPolicyOptions};
 use crate::destination::Destination;
 use crate::engine::EngineCore;
@@ -64,8 +63,8 @@ impl ClusterSettings {
                 .or_else(|| fallback.active("ConsecutiveFailures"))
                 .map(|(_, p)| p.clone())
                 .expect("built-in active policy"),
-            interval: hc.active.interval.unwrap_or(options.default_interval),
-            timeout: hc.active.timeout.unwrap_or(options.default_timeout),
+            interval: config.effective_interval(&options),
+            timeout: config.effective_timeout(&options),
         });
         let passive = hc.passive.enabled.then(|| {
             registry
@@ -84,23 +83,10 @@ impl ClusterSettings {
             .or_else(|| fallback.load_balancing("PowerOfTwoChoices"))
             .map(|(n, p)| (n.to_string(), p.clone()))
             .expect("built-in load-balancing policy");
-        let metadata_number = |key: &str, default: f64| {
-            config
-                .metadata
-                .get(key)
-                .and_then(parse_metadata_number)
-                .unwrap_or(default)
-        };
         ClusterSettings {
             id: Arc::from(config.id.as_str()),
-            failure_threshold: metadata_number(
-                crate::config::CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-                options.consecutive_failures_threshold,
-            ),
-            failure_rate_limit: metadata_number(
-                crate::config::TRANSPORT_FAILURE_RATE_LIMIT_KEY,
-                options.default_failure_rate_limit,
-            ),
+            failure_threshold: config.failure_threshold(&options),
+            failure_rate_limit: config.failure_rate_limit(&options),
             config: config.clone(),
             active,
             passive,

@@ -1,1 +1,368 @@
-fn main() {}
+//! `healthpick`: command-line companion of the healthpick library.
+//!
+//! `healthpick check FILE` reads a YARP `ReverseProxy:Clusters` JSON file exactly as the library
+//! does, reports every problem at once and, with `--json`, prints the effective configuration
+//! with every default resolved. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use healthpick::config::{
+    check, CheckReport, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
+};
+use healthpick::{Diagnostic, PolicyRegistry};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+const MAIN_AFTER_HELP: &str = "\
+Examples:
+  healthpick check appsettings.json
+  healthpick check --strict --json appsettings.Production.json
+
+Run `healthpick check --help` for the output formats and exit statuses.";
+
+const CHECK_AFTER_HELP: &str = "\
+The file is a YARP appsettings document ({\"ReverseProxy\": {\"Clusters\": ...}} or
+{\"Clusters\": ...}); comments and trailing commas are accepted, keys are case-insensitive.
+
+Output (stdout):
+  default  `FILE: configuration is valid (N clusters, M destinations)` or
+           `FILE: configuration is INVALID (K errors)`, then one
+           `error: <path>: <message>` / `warning: <path>: <message>` line per problem
+  --json   one JSON object: valid, errors, warnings and the effective configuration of
+           every cluster with all defaults resolved (intervals, timeouts, thresholds,
+           canonical policy names, probe URIs)
+
+Exit status:
+  0  the configuration is valid (warnings allowed unless --strict)
+  1  the configuration is invalid, or FILE cannot be read
+  2  usage error
+
+Examples:
+  healthpick check appsettings.json
+  healthpick check --strict appsettings.json && deploy
+  healthpick check --json appsettings.json | jq '.clusters[].destinations'";
+
+/// Validate YARP ReverseProxy:Clusters configuration files for healthpick.
+#[derive(Debug, Parser)]
+#[command(name = "healthpick", version, after_help = MAIN_AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a configuration file and report every problem (like `nginx -t`)
+    #[command(after_help = CHECK_AFTER_HELP)]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The YARP JSON configuration file to check (e.g. appsettings.json)
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// Treat warnings as errors
+    #[arg(long)]
+    strict: bool,
+
+    /// Print one JSON object with the diagnostics and the effective configuration
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => run_check(&args),
+    }
+}
+
+fn run_check(args: &CheckArgs) -> ExitCode {
+    let text = match read_text(&args.file) {
+        Ok(text) => text,
+        Err(why) => {
+            let message = format!("cannot read `{}`: {why}", args.file.display());
+            let _ = writeln!(std::io::stderr(), "healthpick: error: {message}");
+            if args.json {
+                let diag = Diagnostic {
+                    severity: healthpick::config::Severity::Error,
+                    path: String::new(),
+                    message,
+                };
+                emit(&json_output(false, &[diag], &[], None));
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    let registry = PolicyRegistry::default();
+    let report = check(&text, &registry, args.strict);
+    let valid = report.is_valid();
+    let output = if args.json {
+        json_output(
+            valid,
+            &report.errors,
+            &report.warnings,
+            report.config.as_ref().map(|c| (c, &registry)),
+        )
+    } else {
+        human_output(&args.file, &report)
+    };
+    emit(&output);
+    if valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Reads the file as UTF-8 text, without a leading byte-order mark (editors on Windows write one
+/// into appsettings.json files).
+fn read_text(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the file is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
+}
+
+/// Writes to stdout, ignoring a closed pipe (`healthpick check f | head -1` must not panic).
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+fn human_output(file: &Path, report: &CheckReport) -> String {
+    let mut out = String::new();
+    let name = file.display();
+    match (&report.config, report.is_valid()) {
+        (Some(config), true) => {
+            let destinations: usize = config
+                .clusters()
+                .iter()
+                .map(|c| c.destinations().len())
+                .sum();
+            out.push_str(&format!(
+                "{name}: configuration is valid ({}, {})\n",
+                plural(config.clusters().len(), "cluster"),
+                plural(destinations, "destination"),
+            ));
+        }
+        _ => {
+            // `check` always reports why a document is unusable; count at least one error.
+            let n = report.errors.len().max(1);
+            out.push_str(&format!(
+                "{name}: configuration is INVALID ({})\n",
+                plural(n, "error")
+            ));
+        }
+    }
+    for e in &report.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for w in &report.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON output
+
+/// A JSON object whose keys keep the document's order (serde_json's `Map` would sort them).
+/// Exact duplicate keys (already reported as errors) keep their first occurrence.
+struct Ordered<T>(Vec<(String, T)>);
+
+impl<T> Ordered<T> {
+    fn from_iter(items: impl IntoIterator<Item = (String, T)>) -> Self {
+        let mut entries: Vec<(String, T)> = Vec::new();
+        for (key, value) in items {
+            if !entries.iter().any(|(k, _)| *k == key) {
+                entries.push((key, value));
+            }
+        }
+        Ordered(entries)
+    }
+}
+
+impl<T: Serialize> Serialize for Ordered<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct JsonReport<'a> {
+    valid: bool,
+    errors: &'a [Diagnostic],
+    warnings: &'a [Diagnostic],
+    clusters: Ordered<JsonCluster<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonCluster<'a> {
+    load_balancing_policy: &'a str,
+    available_destinations_policy: &'a str,
+    active: JsonActive<'a>,
+    passive: JsonPassive<'a>,
+    destinations: Ordered<JsonDestination<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonActive<'a> {
+    enabled: bool,
+    interval_ms: u64,
+    timeout_ms: u64,
+    policy: &'a str,
+    path: Option<&'a str>,
+    query: Option<&'a str>,
+    /// Non-finite values (metadata `Infinity`) have no JSON form and print as `null`.
+    threshold: f64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonPassive<'a> {
+    enabled: bool,
+    policy: &'a str,
+    reactivation_period_ms: Option<u64>,
+    effective_reactivation_ms: u64,
+    rate_limit: f64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonDestination<'a> {
+    address: &'a str,
+    health: Option<&'a str>,
+    host: Option<&'a str>,
+    priority: u32,
+    probe_uri: Option<String>,
+}
+
+fn json_output(
+    valid: bool,
+    errors: &[Diagnostic],
+    warnings: &[Diagnostic],
+    config: Option<(&Config, &PolicyRegistry)>,
+) -> String {
+    let clusters = match config {
+        Some((config, registry)) => {
+            let options = config.health_policies().copied().unwrap_or_default();
+            Ordered::from_iter(
+                config
+                    .clusters()
+                    .iter()
+                    .map(|c| (c.id().to_string(), effective_cluster(c, registry, &options))),
+            )
+        }
+        None => Ordered(Vec::new()),
+    };
+    let report = JsonReport {
+        valid,
+        errors,
+        warnings,
+        clusters,
+    };
+    match serde_json::to_string_pretty(&report) {
+        Ok(mut text) => {
+            text.push('\n');
+            text
+        }
+        // Serializing these plain structs cannot fail; still, never panic.
+        Err(e) => format!(
+            "{{\"valid\": false, \"errors\": [{{\"path\": \"\", \"message\": {}}}], \"warnings\": [], \"clusters\": {{}}}}\n",
+            serde_json::Value::from(format!("cannot write the report: {e}"))
+        ),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn effective_cluster<'a>(
+    cluster: &'a ClusterConfig,
+    registry: &'a PolicyRegistry,
+    options: &HealthPolicyOptions,
+) -> JsonCluster<'a> {
+    let hc = cluster.health_check();
+    let active = hc.active();
+    let passive = hc.passive();
+
+    let lb = cluster.load_balancing_policy_name();
+    let available = hc.available_destinations_policy_name();
+    let active_policy = active.policy_name();
+    let passive_policy = passive.policy_name();
+
+    let reactivation = passive.reactivation_period_setting();
+    JsonCluster {
+        load_balancing_policy: registry.load_balancing(lb).map_or(lb, |(n, _)| n),
+        available_destinations_policy: registry
+            .available_destinations(available)
+            .map_or(available, |(n, _)| n),
+        active: JsonActive {
+            enabled: active.is_enabled(),
+            interval_ms: millis(cluster.effective_interval(options)),
+            timeout_ms: millis(cluster.effective_timeout(options)),
+            policy: registry
+                .active(active_policy)
+                .map_or(active_policy, |(n, _)| n),
+            path: active.path_setting(),
+            query: active.query_setting(),
+            threshold: cluster.failure_threshold(options),
+        },
+        passive: JsonPassive {
+            enabled: passive.is_enabled(),
+            policy: registry
+                .passive(passive_policy)
+                .map_or(passive_policy, |(n, _)| n),
+            reactivation_period_ms: reactivation.map(millis),
+            effective_reactivation_ms: millis(cluster.effective_reactivation_period(options)),
+            rate_limit: cluster.failure_rate_limit(options),
+        },
+        destinations: Ordered::from_iter(
+            cluster
+                .destinations()
+                .iter()
+                .map(|d| (d.id().to_string(), effective_destination(cluster, d))),
+        ),
+    }
+}
+
+fn effective_destination<'a>(
+    cluster: &ClusterConfig,
+    dest: &'a DestinationConfig,
+) -> JsonDestination<'a> {
+    JsonDestination {
+        address: dest.address(),
+        health: dest.health_setting(),
+        host: dest.host_setting(),
+        priority: dest.tier(),
+        probe_uri: cluster
+            .probe_uri(dest)
+            .ok()
+            .map(|url| url.as_str().to_string()),
+    }
+}

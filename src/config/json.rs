@@ -95,6 +95,8 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
         allow_non_finite_numbers: false,
         allow_extended_string_escapes: false,
     };
+    // Editors such as Visual Studio save appsettings.json with a byte-order mark; .NET skips it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let parsed = match jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &options) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -110,12 +112,17 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
             return None;
         }
     };
-    let root = match parsed.value.map(Node::from_ast) {
-        Some(root @ Node::Object(_)) => root,
+    let root = match parsed.value {
+        Some(value @ Value::Object(_)) => Node::from_ast(value),
         Some(other) => {
+            let found = match other {
+                Value::Array(_) => "an array",
+                Value::NullKeyword(_) => "null",
+                _ => "a value",
+            };
             diags.error(
                 "",
-                format!("the document must be a JSON object, found {}", other.kind()),
+                format!("the document must be a JSON object, found {found}"),
             );
             return None;
         }
@@ -168,8 +175,10 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
 /// .NET configuration rejects a document with two keys that differ only in case.
 fn check_duplicate_keys(node: &Node, path: &str, diags: &mut Diagnostics) {
     let entries = node.entries();
-    for (i, (key, _)) in entries.iter().enumerate() {
-        if let Some((first, _)) = entries[..i].iter().find(|(k, _)| eq_ignore_case(k, key)) {
+    let mut seen: std::collections::HashMap<String, &str> =
+        std::collections::HashMap::with_capacity(entries.len());
+    for (key, _) in entries {
+        if let Some(first) = seen.get(&super::fold_case(key)) {
             let at = if path.is_empty() {
                 key.clone()
             } else {
@@ -181,6 +190,8 @@ fn check_duplicate_keys(node: &Node, path: &str, diags: &mut Diagnostics) {
                     "duplicate key `{key}` (keys are case-insensitive; `{first}` is already set)"
                 ),
             );
+        } else {
+            seen.insert(super::fold_case(key), key);
         }
     }
 }
@@ -239,13 +250,12 @@ impl Reader<'_, '_> {
         match parse_timespan(&text) {
             Ok(span) if span.is_positive() => span.to_duration(),
             Ok(_) => {
-                if in_force {
-                    self.diags.error(
-                        path,
-                        self.place
-                            .message(format!("{key} `{text}` must be positive")),
-                    );
-                }
+                self.diags.problem(
+                    in_force,
+                    path,
+                    self.place
+                        .message(format!("{key} `{text}` must be positive")),
+                );
                 None
             }
             Err(e) => {
@@ -372,7 +382,23 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     if let Some(request) = r.object(body, "", "HttpRequest") {
         cluster.http_version = r.text(request, "HttpRequest", "Version");
     }
-    if let Some(destinations) = r.object(body, "", "Destinations") {
+    // Duplicate destination ids are reported by validation, which names the cluster.
+    let destinations = match body.get("Destinations") {
+        Some(node @ Node::Object(_)) => Some(node),
+        Some(Node::Null) | None => None,
+        Some(Node::Value(v)) if v.is_empty() => None,
+        Some(other) => {
+            r.diags.error(
+                place.path("Destinations"),
+                place.message(format!(
+                    "Destinations must be an object, found {}",
+                    other.kind()
+                )),
+            );
+            None
+        }
+    };
+    if let Some(destinations) = destinations {
         for (dest_id, dest_body) in destinations.entries() {
             let dplace = place.destination(dest_id);
             let mut dr = Reader {

@@ -25,22 +25,37 @@ pub const CONSECUTIVE_FAILURES_THRESHOLD_KEY: &str = "ConsecutiveFailuresHealthP
 /// Metadata key of the TransportFailureRate limit (cluster metadata), as in YARP.
 pub const TRANSPORT_FAILURE_RATE_LIMIT_KEY: &str = "TransportFailureRateHealthPolicy.RateLimit";
 
-/// Case-insensitive equality as .NET configuration compares keys and ids.
+/// Case-insensitive equality as .NET's `OrdinalIgnoreCase` compares keys and ids.
 pub(crate) fn eq_ignore_case(a: &str, b: &str) -> bool {
     if a.is_ascii() && b.is_ascii() {
         return a.eq_ignore_ascii_case(b);
     }
-    a.chars()
-        .flat_map(char::to_lowercase)
-        .eq(b.chars().flat_map(char::to_lowercase))
+    a.chars().map(fold_char).eq(b.chars().map(fold_char))
 }
 
-/// The case-folded form of an id, as the engine indexes clusters and destinations.
+/// The case-folded form of an id, as the engine indexes clusters and destinations; two ids are
+/// equal ignoring case exactly when their folded forms are equal.
 pub(crate) fn fold_case(s: &str) -> String {
     if s.is_ascii() {
         s.to_ascii_lowercase()
     } else {
-        s.to_lowercase()
+        s.chars().map(fold_char).collect()
+    }
+}
+
+/// .NET's `OrdinalIgnoreCase` maps each character to its simple upper case (`ς` and `σ` both
+/// become `Σ`; `ß` stays). ASCII results are then lower-cased so the ASCII fast paths, which
+/// lower-case, agree with it.
+fn fold_char(c: char) -> char {
+    let mut upper = c.to_uppercase();
+    let u = match (upper.next(), upper.next()) {
+        (Some(u), None) => u,
+        _ => c,
+    };
+    if u.is_ascii() {
+        u.to_ascii_lowercase()
+    } else {
+        u
     }
 }
 

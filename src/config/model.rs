@@ -216,6 +216,70 @@ impl ClusterConfig {
         self.http_version.as_deref()
     }
 
+    /// The ConsecutiveFailures threshold in force: cluster metadata
+    /// `ConsecutiveFailuresHealthPolicy.Threshold` when it is a finite number, else the default.
+    pub fn failure_threshold(&self, options: &HealthPolicyOptions) -> f64 {
+        self.metadata_number(super::CONSECUTIVE_FAILURES_THRESHOLD_KEY)
+            .unwrap_or(options.consecutive_failures_threshold)
+    }
+
+    /// The TransportFailureRate limit in force: cluster metadata
+    /// `TransportFailureRateHealthPolicy.RateLimit` when it is a finite number, else the default.
+    pub fn failure_rate_limit(&self, options: &HealthPolicyOptions) -> f64 {
+        self.metadata_number(super::TRANSPORT_FAILURE_RATE_LIMIT_KEY)
+            .unwrap_or(options.default_failure_rate_limit)
+    }
+
+    fn metadata_number(&self, key: &str) -> Option<f64> {
+        self.metadata
+            .get(key)
+            .and_then(super::parse_metadata_number)
+    }
+
+    /// The probe interval in force.
+    pub fn effective_interval(&self, options: &HealthPolicyOptions) -> Duration {
+        self.health_check
+            .active
+            .interval
+            .unwrap_or(options.default_interval)
+    }
+
+    /// The probe timeout in force.
+    pub fn effective_timeout(&self, options: &HealthPolicyOptions) -> Duration {
+        self.health_check
+            .active
+            .timeout
+            .unwrap_or(options.default_timeout)
+    }
+
+    /// How long TransportFailureRate keeps an ejected destination out: max(`ReactivationPeriod`
+    /// or the default 60 s, detection window), so old failures have left the window when it
+    /// returns (SPEC §4).
+    pub fn effective_reactivation_period(&self, options: &HealthPolicyOptions) -> Duration {
+        self.health_check
+            .passive
+            .reactivation_period
+            .unwrap_or(options.default_reactivation_period)
+            .max(options.detection_window_size)
+    }
+
+    /// The probe URI of `destination` under this cluster's active-check Path and Query (SPEC §3),
+    /// built whether or not active checks are enabled.
+    ///
+    /// # Errors
+    /// Why it cannot be built (bad base URL, Path or Query); validation reports the same.
+    pub fn probe_uri(&self, destination: &DestinationConfig) -> Result<url::Url, String> {
+        let active = &self.health_check.active;
+        crate::uri::probe_uri(
+            destination
+                .health
+                .as_deref()
+                .unwrap_or(&destination.address),
+            active.path.as_deref(),
+            active.query.as_deref(),
+        )
+    }
+
     /// `HttpClient:DangerousAcceptAnyServerCertificate` (default false).
     pub fn dangerous_accept_any_server_certificate(&self) -> bool {
         self.dangerous_accept_any_server_certificate

@@ -9,7 +9,9 @@ use std::fmt;
 use serde::Serialize;
 use url::Url;
 
-use super::{eq_ignore_case, ClusterConfig, Config, DestinationConfig};
+use std::collections::HashMap;
+
+use super::{fold_case, ClusterConfig, Config, DestinationConfig};
 use crate::registry::PolicyRegistry;
 use crate::uri;
 
@@ -49,7 +51,8 @@ impl fmt::Display for Diagnostic {
 /// A configuration that cannot be used, with every error (and the warnings) found in it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
-    /// Every error, in document order.
+    /// Every error, cluster by cluster and destination by destination in document order;
+    /// within one cluster or destination, keys in the order YARP documents them.
     pub errors: Vec<Diagnostic>,
     /// Warnings found alongside.
     pub warnings: Vec<Diagnostic>,
@@ -95,6 +98,8 @@ pub fn check(text: &str, registry: &PolicyRegistry, strict: bool) -> CheckReport
     let config = super::json::read(text, &mut diags);
     if let Some(config) = &config {
         validate(config, registry, &mut diags);
+        sort_in_document_order(config, &mut diags.errors);
+        sort_in_document_order(config, &mut diags.warnings);
     }
     diags.finish(strict);
     CheckReport {
@@ -220,20 +225,18 @@ impl<'a> Place<'a> {
 
 /// Checks a configuration against the policy names `registry` knows.
 pub(crate) fn validate(config: &Config, registry: &PolicyRegistry, diags: &mut Diagnostics) {
-    for (i, cluster) in config.clusters.iter().enumerate() {
+    let mut seen = HashMap::with_capacity(config.clusters.len());
+    for cluster in &config.clusters {
         let place = Place::cluster(&config.section, &cluster.id);
         if cluster.id.trim().is_empty() {
             diags.error(place.path(""), "cluster id must not be empty");
         }
-        if let Some(first) = config.clusters[..i]
-            .iter()
-            .find(|c| eq_ignore_case(&c.id, &cluster.id))
-        {
+        if let Some(first) = first_with_same_id(&mut seen, &cluster.id) {
             diags.error(
                 place.path(""),
                 format!(
                     "Duplicate cluster `{}`: ids are case-insensitive and `{}` is already defined",
-                    cluster.id, first.id
+                    cluster.id, first
                 ),
             );
         }
@@ -345,20 +348,18 @@ fn validate_cluster(
         }
     }
 
-    for (i, dest) in cluster.destinations.iter().enumerate() {
+    let mut seen = HashMap::with_capacity(cluster.destinations.len());
+    for dest in &cluster.destinations {
         let dplace = place.destination(&dest.id);
         if dest.id.trim().is_empty() {
             diags.error(dplace.path(""), "destination id must not be empty");
         }
-        if let Some(first) = cluster.destinations[..i]
-            .iter()
-            .find(|d| eq_ignore_case(&d.id, &dest.id))
-        {
+        if let Some(first) = first_with_same_id(&mut seen, &dest.id) {
             diags.error(
                 dplace.path(""),
                 dplace.message(format!(
                     "Duplicate destination `{}`: ids are case-insensitive and `{}` is already defined",
-                    dest.id, first.id
+                    dest.id, first
                 )),
             );
         }
@@ -379,13 +380,77 @@ fn validate_destination(dest: &DestinationConfig, place: Place<'_>, diags: &mut 
         );
     }
     if let Some(health) = &dest.health {
-        if !health.trim().is_empty() {
-            if let Err(why) = absolute_http_url(health) {
-                diags.error(
-                    place.path("Health"),
-                    place.message(format!("Health `{health}` {why}")),
-                );
-            }
+        if let Err(why) = absolute_http_url(health) {
+            diags.error(
+                place.path("Health"),
+                place.message(format!("Health `{health}` {why}")),
+            );
+        }
+    }
+}
+
+/// Keys of a cluster or destination in the order YARP's documentation lists them.
+const KEY_ORDER: &[&str] = &[
+    "",
+    "LoadBalancingPolicy",
+    "HealthCheck:AvailableDestinationsPolicy",
+    "HealthCheck:Active:Enabled",
+    "HealthCheck:Active:Interval",
+    "HealthCheck:Active:Timeout",
+    "HealthCheck:Active:Policy",
+    "HealthCheck:Active:Path",
+    "HealthCheck:Active:Query",
+    "HealthCheck:Passive:Enabled",
+    "HealthCheck:Passive:Policy",
+    "HealthCheck:Passive:ReactivationPeriod",
+    "HttpClient",
+    "HttpRequest",
+    "Address",
+    "Health",
+    "Host",
+    "Priority",
+    "Metadata",
+];
+
+/// Reading and validation find problems in two passes; present them in one order: by cluster,
+/// then destination, as the document has them, then by key.
+fn sort_in_document_order(config: &Config, list: &mut [Diagnostic]) {
+    let mut scopes: Vec<(String, usize, usize)> = Vec::new();
+    for (ci, cluster) in config.clusters.iter().enumerate() {
+        let place = Place::cluster(&config.section, &cluster.id);
+        scopes.push((place.path(""), ci + 1, 0));
+        for (di, dest) in cluster.destinations.iter().enumerate() {
+            scopes.push((place.destination(&dest.id).path(""), ci + 1, di + 1));
+        }
+    }
+    let key_of = |path: &str| -> (usize, usize, usize) {
+        let scope = scopes
+            .iter()
+            .filter(|(prefix, _, _)| {
+                path.strip_prefix(prefix.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+            })
+            .max_by_key(|(prefix, _, _)| prefix.len());
+        let Some((prefix, ci, di)) = scope else {
+            return (0, 0, 0);
+        };
+        let rest = path[prefix.len()..].trim_start_matches(':');
+        let rank = KEY_ORDER
+            .iter()
+            .position(|k| *k == rest || (!k.is_empty() && rest.starts_with(&format!("{k}:"))))
+            .unwrap_or(KEY_ORDER.len());
+        (*ci, *di, rank)
+    };
+    list.sort_by_cached_key(|d| key_of(&d.path));
+}
+
+/// Remembers `id`; returns the spelling of an earlier id equal to it case-insensitively.
+fn first_with_same_id<'a>(seen: &mut HashMap<String, &'a str>, id: &'a str) -> Option<&'a str> {
+    match seen.entry(fold_case(id)) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(e.get()),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(id);
+            None
         }
     }
 }
@@ -396,6 +461,8 @@ pub(crate) fn absolute_http_url(text: &str) -> Result<Url, &'static str> {
 }
 
 /// Reads a metadata number as YARP's `double.TryParse` would (invariant culture).
+/// Non-finite values (`inf`, `NaN`, `1e999`) are refused: .NET's invariant parse does not read
+/// Rust's `inf` spellings, and an infinite threshold would silently disable the policy.
 pub(crate) fn parse_metadata_number(value: &str) -> Option<f64> {
-    value.trim().parse::<f64>().ok().filter(|v| !v.is_nan())
+    value.trim().parse::<f64>().ok().filter(|v| v.is_finite())
 }

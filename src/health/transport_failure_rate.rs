@@ -43,10 +43,7 @@ impl PassiveHealthPolicy for TransportFailureRate {
             HealthState::Unhealthy
         };
         // Reactivating before the history expires would let old failures eject it again at once.
-        let period = ctx
-            .reactivation_period()
-            .unwrap_or(options.default_reactivation_period)
-            .max(options.detection_window_size);
+        let period = ctx.settings.config.effective_reactivation_period(options);
         Some(PassiveVerdict {
             health,
             reason: Reason::FailureRate {

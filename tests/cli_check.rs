@@ -1,0 +1,542 @@
+#![cfg(feature = "cli")]
+//! `healthpick check FILE [--strict] [--json]`: exit statuses, human and JSON output.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const VALID: &str = "tests/fixtures/cli/valid_appsettings.json";
+const INVALID: &str = "tests/fixtures/cli/invalid_many.json";
+const BAD_THRESHOLD: &str = "tests/fixtures/cli/bad_threshold.json";
+const DISABLED_BAD_PATH: &str = "tests/fixtures/cli/disabled_bad_path.json";
+const HEALTH_POLICIES: &str = "tests/fixtures/cli/health_policies.json";
+const MALFORMED: &str = "tests/fixtures/cli/malformed.json";
+
+fn healthpick(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_healthpick"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run healthpick")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally, not by a signal")
+}
+
+/// Runs `check --json` (plus `extra`) and parses stdout as exactly one JSON value.
+fn check_json(file: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(extra);
+    args.push(file);
+    let out = healthpick(&args);
+    let text = stdout(&out);
+    let value: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}):\n{text}"));
+    assert!(value.is_object(), "not an object: {value}");
+    (code(&out), value)
+}
+
+fn paths(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .expect("diagnostics array")
+        .iter()
+        .map(|d| d["path"].as_str().expect("path is a string"))
+        .collect()
+}
+
+fn scratch_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&path, bytes).expect("write scratch file");
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// help and usage
+
+#[test]
+fn help_describes_the_tool_and_shows_an_example() {
+    let out = healthpick(&["--help"]);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(text.contains("Validate YARP"), "{text}");
+    assert!(text.contains("check"), "{text}");
+    assert!(text.contains("healthpick check appsettings.json"), "{text}");
+}
+
+#[test]
+fn check_help_documents_flags_outputs_exit_statuses_and_examples() {
+    let out = healthpick(&["check", "--help"]);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    for needle in [
+        "<FILE>",
+        "--strict",
+        "Treat warnings as errors",
+        "--json",
+        "configuration is valid",
+        "Exit status:",
+        "2  usage error",
+        "Examples:",
+        "healthpick check --json appsettings.json",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn missing_file_is_a_usage_error() {
+    let out = healthpick(&["check"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("<FILE>"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let out = healthpick(&["check", "--bogus", VALID]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--bogus"), "{}", stderr(&out));
+}
+
+#[test]
+fn missing_subcommand_is_a_usage_error() {
+    assert_eq!(code(&healthpick(&[])), 2);
+    assert_eq!(code(&healthpick(&["validate", VALID])), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// files that cannot be read
+
+#[test]
+fn nonexistent_file_exits_1_naming_the_file() {
+    let out = healthpick(&["check", "no/such/appsettings.json"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("no/such/appsettings.json"), "{err}");
+    assert!(err.contains("cannot read"), "{err}");
+    assert!(out.stdout.is_empty(), "human mode prints nothing on stdout");
+}
+
+#[test]
+fn nonexistent_file_with_json_still_prints_one_invalid_object() {
+    let (status, v) = check_json("no/such/appsettings.json", &[]);
+    assert_eq!(status, 1);
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["clusters"], serde_json::json!({}));
+    let message = v["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("no/such/appsettings.json"), "{message}");
+}
+
+#[test]
+fn a_directory_is_not_a_readable_file() {
+    let out = healthpick(&["check", "tests/fixtures/cli"]);
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("tests/fixtures/cli"));
+}
+
+#[test]
+fn non_utf8_file_exits_1_naming_the_file() {
+    let path = scratch_file(
+        "cli_check_latin1.json",
+        b"{\"Clusters\": {\"caf\xe9\": {}}}",
+    );
+    let out = healthpick(&["check", path.to_str().unwrap()]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("cli_check_latin1.json"), "{err}");
+    assert!(err.contains("UTF-8"), "{err}");
+}
+
+#[test]
+fn utf8_byte_order_mark_is_accepted() {
+    // Visual Studio saves appsettings.json with a BOM; .NET reads it.
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend_from_slice(&std::fs::read(VALID).unwrap());
+    let path = scratch_file("cli_check_bom.json", &bytes);
+    let out = healthpick(&["check", path.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+#[test]
+fn malformed_json_exits_1_with_line_and_column() {
+    let out = healthpick(&["check", MALFORMED]);
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("{MALFORMED}: configuration is INVALID (1 error)").as_str())
+    );
+    let error = lines.next().unwrap();
+    assert!(
+        error.starts_with("error: malformed JSON at line "),
+        "{error}"
+    );
+    assert!(error.contains(" column "), "{error}");
+
+    let (status, v) = check_json(MALFORMED, &[]);
+    assert_eq!(status, 1);
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["clusters"], serde_json::json!({}));
+    assert!(v["errors"][0]["message"].as_str().unwrap().contains("line"));
+}
+
+#[test]
+fn odd_documents_never_crash() {
+    let cases: &[(&str, &[u8])] = &[
+        ("empty", b""),
+        ("null", b"null"),
+        ("string", b"\"ReverseProxy\""),
+        ("deep", &[b'['; 100_000]),
+        ("clusters_value", b"{\"Clusters\": 42}"),
+        (
+            "huge_numbers",
+            br#"{"Clusters": {"c": {
+                "HealthCheck": {"Active": {"Enabled": true, "Interval": "10675199.02:48:05.4775807"},
+                                "Passive": {"Enabled": true, "ReactivationPeriod": "10675199.00:00:00"}},
+                "Metadata": {"ConsecutiveFailuresHealthPolicy.Threshold": "1e999",
+                             "TransportFailureRateHealthPolicy.RateLimit": "NaN"},
+                "Destinations": {"d": {"Address": "http://[::1]:99999/", "Priority": "99999999999"},
+                                 "e": {"Address": "http://h/", "Health": "   "},
+                                 "f": null, "g": 7}}}}"#,
+        ),
+    ];
+    for (name, bytes) in cases {
+        let path = scratch_file(&format!("cli_check_odd_{name}.json"), bytes);
+        let file = path.to_str().unwrap();
+        let out = healthpick(&["check", file]);
+        assert!(matches!(code(&out), 0 | 1), "{name}: {out:?}");
+        let (status, v) = check_json(file, &[]);
+        assert!(matches!(status, 0 | 1), "{name}");
+        assert_eq!(v["valid"], status == 0, "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// a valid realistic file
+
+#[test]
+fn valid_appsettings_passes_with_counts() {
+    let out = healthpick(&["check", VALID]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{VALID}: configuration is valid (4 clusters, 6 destinations)\n")
+    );
+    assert!(out.stderr.is_empty());
+    // Nothing to complain about, so strict mode agrees.
+    assert_eq!(code(&healthpick(&["check", "--strict", VALID])), 0);
+}
+
+#[test]
+fn json_resolves_every_default_of_the_valid_file() {
+    let (status, v) = check_json(VALID, &[]);
+    assert_eq!(status, 0);
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["errors"], serde_json::json!([]));
+    assert_eq!(v["warnings"], serde_json::json!([]));
+    let clusters = v["clusters"].as_object().unwrap();
+    assert_eq!(clusters.len(), 4);
+
+    // orders: names written in lower case come back in their registered spelling; Interval
+    // unset; metadata keys in any case; Threshold " 5 " trimmed.
+    let orders = &clusters["orders"];
+    assert_eq!(orders["loadBalancingPolicy"], "RoundRobin");
+    assert_eq!(orders["availableDestinationsPolicy"], "HealthyAndUnknown");
+    let active = &orders["active"];
+    assert_eq!(active["enabled"], true, "\"Enabled\": \"true\" is on");
+    assert_eq!(active["intervalMs"], 15000);
+    assert_eq!(active["timeoutMs"], 5000);
+    assert_eq!(active["policy"], "ConsecutiveFailures");
+    assert_eq!(active["path"], "/api/health/");
+    assert_eq!(active["query"], "?key=value");
+    assert_eq!(active["threshold"].as_f64(), Some(5.0));
+    let passive = &orders["passive"];
+    assert_eq!(passive["enabled"], true);
+    assert_eq!(passive["policy"], "TransportFailureRate");
+    assert_eq!(passive["reactivationPeriodMs"], 120000);
+    assert_eq!(passive["effectiveReactivationMs"], 120000);
+    assert_eq!(passive["rateLimit"].as_f64(), Some(0.5));
+    let dests = orders["destinations"].as_object().unwrap();
+    assert_eq!(dests.len(), 3);
+    assert_eq!(
+        dests["orders-eu-1"],
+        serde_json::json!({
+            "address": "https://localhost:10000/", "health": null, "host": null, "priority": 0,
+            "probeUri": "https://localhost:10000/api/health/?key=value"
+        })
+    );
+    assert_eq!(dests["orders-eu-2"]["host"], "orders.internal");
+    // Ids keep the file's spelling.
+    assert_eq!(dests["Orders-US-1"]["priority"], 1);
+    assert_eq!(
+        dests["Orders-US-1"]["probeUri"],
+        "https://localhost:11000/api/health/?key=value"
+    );
+
+    // inventory: probes go to Health, whose base path is kept.
+    let inventory = &clusters["inventory"];
+    assert_eq!(inventory["active"]["intervalMs"], 30000);
+    assert_eq!(inventory["active"]["timeoutMs"], 10000);
+    assert_eq!(inventory["active"]["threshold"].as_f64(), Some(2.0));
+    let inv1 = &inventory["destinations"]["inventory-1"];
+    assert_eq!(inv1["address"], "https://localhost:20001/");
+    assert_eq!(inv1["health"], "https://localhost:20000/api");
+    assert_eq!(inv1["probeUri"], "https://localhost:20000/api/health/");
+
+    // search: passive only, no ReactivationPeriod.
+    let search = &clusters["search"]["passive"];
+    assert_eq!(search["enabled"], true, "\"Enabled\": \"True\" is on");
+    assert_eq!(search["reactivationPeriodMs"], Value::Null);
+    assert_eq!(search["effectiveReactivationMs"], 60000);
+    assert_eq!(search["rateLimit"].as_f64(), Some(0.3));
+
+    // catalog: nothing set at all.
+    let catalog = &clusters["catalog"];
+    assert_eq!(catalog["loadBalancingPolicy"], "PowerOfTwoChoices");
+    assert_eq!(catalog["availableDestinationsPolicy"], "HealthyOrPanic");
+    assert_eq!(
+        catalog["active"],
+        serde_json::json!({
+            "enabled": false, "intervalMs": 15000, "timeoutMs": 10000,
+            "policy": "ConsecutiveFailures", "path": null, "query": null, "threshold": 2.0
+        })
+    );
+    assert_eq!(
+        catalog["passive"],
+        serde_json::json!({
+            "enabled": false, "policy": "TransportFailureRate", "reactivationPeriodMs": null,
+            "effectiveReactivationMs": 60000, "rateLimit": 0.3
+        })
+    );
+    assert_eq!(
+        catalog["destinations"]["catalog-1"]["probeUri"],
+        "https://localhost/"
+    );
+}
+
+#[test]
+fn json_lists_clusters_and_destinations_in_document_order() {
+    let out = healthpick(&["check", "--json", VALID]);
+    let text = stdout(&out);
+    let at = |key: &str| {
+        text.find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("{key} missing"))
+    };
+    assert!(at("orders") < at("inventory"));
+    assert!(at("inventory") < at("search"));
+    assert!(at("search") < at("catalog"));
+    assert!(at("orders-eu-1") < at("orders-eu-2"));
+    assert!(at("orders-eu-2") < at("Orders-US-1"));
+}
+
+#[test]
+fn json_uses_the_global_health_policy_options() {
+    let (status, v) = check_json(HEALTH_POLICIES, &[]);
+    assert_eq!(status, 0);
+    let ledger = &v["clusters"]["ledger"];
+    assert_eq!(ledger["active"]["intervalMs"], 20000);
+    assert_eq!(ledger["active"]["timeoutMs"], 3000);
+    assert_eq!(ledger["active"]["threshold"].as_f64(), Some(4.0));
+    assert_eq!(ledger["passive"]["rateLimit"].as_f64(), Some(0.25));
+    // An explicit period longer than the detection window wins.
+    assert_eq!(ledger["passive"]["reactivationPeriodMs"], 600000);
+    assert_eq!(ledger["passive"]["effectiveReactivationMs"], 600000);
+    // The default period (90 s) is shorter than the detection window (5 min): the window wins.
+    let audit = &v["clusters"]["audit"]["passive"];
+    assert_eq!(audit["reactivationPeriodMs"], Value::Null);
+    assert_eq!(audit["effectiveReactivationMs"], 300000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// invalid files
+
+const INVALID_PATHS: [&str; 4] = [
+    "ReverseProxy:Clusters:billing:Destinations:billing-1:Address",
+    "ReverseProxy:Clusters:billing:LoadBalancingPolicy",
+    "ReverseProxy:Clusters:billing:HealthCheck:Active:Interval",
+    "ReverseProxy:Clusters:billing:HealthCheck:Active:Path",
+];
+
+#[test]
+fn invalid_file_lists_every_problem() {
+    let out = healthpick(&["check", INVALID]);
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("{INVALID}: configuration is INVALID (4 errors)").as_str())
+    );
+    let errors: Vec<&str> = lines.collect();
+    assert_eq!(errors.len(), 4, "{text}");
+    for (path, value) in INVALID_PATHS.iter().zip([
+        "`localhost:10010`",
+        "`Fastest`",
+        "`ten seconds`",
+        "`health`",
+    ]) {
+        let prefix = format!("error: {path}: ");
+        assert!(
+            errors
+                .iter()
+                .any(|l| l.starts_with(&prefix) && l.contains(value)),
+            "no {prefix}...{value} in:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn invalid_file_json_lists_every_problem_and_the_config_as_read() {
+    let (status, v) = check_json(INVALID, &[]);
+    assert_eq!(status, 1);
+    assert_eq!(v["valid"], false);
+    let mut got = paths(&v["errors"]);
+    got.sort_unstable();
+    let mut want = INVALID_PATHS.to_vec();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    for e in v["errors"].as_array().unwrap() {
+        assert!(e["message"].as_str().unwrap().contains("cluster `billing`"));
+    }
+
+    let billing = &v["clusters"]["billing"];
+    // An unknown name is shown as written; an unreadable Interval falls back to the default.
+    assert_eq!(billing["loadBalancingPolicy"], "Fastest");
+    assert_eq!(billing["active"]["intervalMs"], 15000);
+    assert_eq!(billing["active"]["path"], "health");
+    let dests = &billing["destinations"];
+    assert_eq!(dests["billing-1"]["address"], "localhost:10010");
+    assert_eq!(dests["billing-1"]["probeUri"], Value::Null);
+    // A good address, but the probe path is bad.
+    assert_eq!(dests["billing-2"]["probeUri"], Value::Null);
+}
+
+// ---------------------------------------------------------------------------------------------
+// warnings and --strict
+
+const THRESHOLD_PATH: &str =
+    "ReverseProxy:Clusters:search:Metadata:ConsecutiveFailuresHealthPolicy.Threshold";
+
+#[test]
+fn unparsable_threshold_is_only_a_warning() {
+    let out = healthpick(&["check", BAD_THRESHOLD]);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{BAD_THRESHOLD}: configuration is valid (1 cluster, 1 destination)")
+    );
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[1].starts_with(&format!("warning: {THRESHOLD_PATH}: ")),
+        "{text}"
+    );
+    assert!(lines[1].contains("`abc`"), "{text}");
+
+    let (status, v) = check_json(BAD_THRESHOLD, &[]);
+    assert_eq!(status, 0);
+    assert_eq!(v["valid"], true);
+    assert_eq!(paths(&v["warnings"]), [THRESHOLD_PATH]);
+    assert_eq!(v["errors"], serde_json::json!([]));
+    // The default threshold is in force.
+    assert_eq!(
+        v["clusters"]["search"]["active"]["threshold"].as_f64(),
+        Some(2.0)
+    );
+}
+
+#[test]
+fn strict_turns_the_threshold_warning_into_an_error() {
+    let out = healthpick(&["check", "--strict", BAD_THRESHOLD]);
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{BAD_THRESHOLD}: configuration is INVALID (1 error)")
+    );
+    assert!(
+        lines[1].starts_with(&format!("error: {THRESHOLD_PATH}: ")),
+        "{text}"
+    );
+    assert!(!text.contains("warning:"), "{text}");
+
+    let (status, v) = check_json(BAD_THRESHOLD, &["--strict"]);
+    assert_eq!(status, 1);
+    assert_eq!(v["valid"], false);
+    assert_eq!(paths(&v["errors"]), [THRESHOLD_PATH]);
+    assert_eq!(v["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn bad_path_of_a_disabled_check_is_a_warning_and_has_no_probe_uri() {
+    let (status, v) = check_json(DISABLED_BAD_PATH, &[]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        paths(&v["warnings"]),
+        ["ReverseProxy:Clusters:reports:HealthCheck:Active:Path"]
+    );
+    assert_eq!(
+        v["clusters"]["reports"]["destinations"]["reports-1"]["probeUri"],
+        Value::Null
+    );
+    assert_eq!(
+        code(&healthpick(&["check", "--strict", DISABLED_BAD_PATH])),
+        1
+    );
+}
+
+#[test]
+fn blank_health_is_an_error_and_has_no_probe_uri() {
+    let path = scratch_file(
+        "cli_check_blank_health.json",
+        br#"{"Clusters": {"c": {
+            "HealthCheck": {"Active": {"Enabled": true, "Path": "/ready"}},
+            "Destinations": {"d": {"Address": "http://localhost:8080/", "Health": "   "}}}}}"#,
+    );
+    let (status, v) = check_json(path.to_str().unwrap(), &[]);
+    assert_eq!(status, 1);
+    assert_eq!(paths(&v["errors"]), ["Clusters:c:Destinations:d:Health"]);
+    assert_eq!(
+        v["clusters"]["c"]["destinations"]["d"]["probeUri"],
+        Value::Null
+    );
+}
+
+#[test]
+fn every_missing_probe_uri_is_explained_by_a_diagnostic() {
+    for file in [
+        VALID,
+        INVALID,
+        BAD_THRESHOLD,
+        DISABLED_BAD_PATH,
+        HEALTH_POLICIES,
+    ] {
+        let (_, v) = check_json(file, &[]);
+        let mut diagnostics = paths(&v["errors"]);
+        diagnostics.extend(paths(&v["warnings"]));
+        for (cluster_id, cluster) in v["clusters"].as_object().unwrap() {
+            let prefix = format!("ReverseProxy:Clusters:{cluster_id}:");
+            for (dest_id, dest) in cluster["destinations"].as_object().unwrap() {
+                if dest["probeUri"].is_null() {
+                    assert!(
+                        diagnostics.iter().any(|p| p.starts_with(&prefix)),
+                        "{file}: {cluster_id}/{dest_id} has no probe URI and no diagnostic"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,849 @@
+//! One test per validation rule of SPEC §2 ("Validation"): each error sits at the .NET key path
+//! of the bad setting, and its message names the cluster, the destination (if any), the key and
+//! the bad value.
+
+use healthpick::config::{self, CheckReport, Severity};
+use healthpick::{Config, Diagnostic, Engine, HealthState, PolicyRegistry, ProbeResult};
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+fn check(text: &str) -> CheckReport {
+    config::check(text, &PolicyRegistry::default(), false)
+}
+
+fn check_strict(text: &str) -> CheckReport {
+    config::check(text, &PolicyRegistry::default(), true)
+}
+
+/// A `ReverseProxy` document with one cluster `payments` whose body is `body`.
+fn payments(body: &str) -> String {
+    format!(r#"{{ "ReverseProxy": {{ "Clusters": {{ "payments": {{ {body} }} }} }} }}"#)
+}
+
+/// `payments` with `active` spliced into `HealthCheck:Active`, plus one valid destination.
+fn payments_active(active: &str) -> String {
+    payments(&format!(
+        r#""HealthCheck": {{ "Active": {{ {active} }} }},
+           "Destinations": {{ "eu-1": {{ "Address": "http://10.0.0.1:8080/" }} }}"#
+    ))
+}
+
+/// `payments` with `passive` spliced into `HealthCheck:Passive`, plus one valid destination.
+fn payments_passive(passive: &str) -> String {
+    payments(&format!(
+        r#""HealthCheck": {{ "Passive": {{ {passive} }} }},
+           "Destinations": {{ "eu-1": {{ "Address": "http://10.0.0.1:8080/" }} }}"#
+    ))
+}
+
+/// `payments` with destination `eu-1` (valid) and `eu-2` whose body is `eu2`.
+fn payments_eu2(eu2: &str) -> String {
+    payments(&format!(
+        r#""Destinations": {{
+              "eu-1": {{ "Address": "http://10.0.0.1:8080/" }},
+              "eu-2": {{ {eu2} }}
+           }}"#
+    ))
+}
+
+/// The only error of `text`; it must sit at `path`. Also checks that `Config::from_json` and
+/// `Engine::from_json` refuse the document with that same error.
+fn only_error(text: &str, path: &str) -> Diagnostic {
+    let report = check(text);
+    assert_eq!(
+        report.errors.len(),
+        1,
+        "expected exactly one error at {path}, got {:#?}",
+        report.errors
+    );
+    let error = report.errors[0].clone();
+    assert_eq!(error.path, path);
+    assert_eq!(error.severity, Severity::Error);
+    let from_json = Config::from_json(text).expect_err("Config::from_json must refuse it");
+    assert_eq!(from_json.errors, report.errors);
+    let engine = Engine::from_json(text).expect_err("Engine::from_json must refuse it");
+    assert_eq!(engine.errors, report.errors);
+    error
+}
+
+/// Asserts that `message` names every one of `parts` (exact substrings).
+fn assert_names(diag: &Diagnostic, parts: &[&str]) {
+    for part in parts {
+        assert!(
+            diag.message.contains(part),
+            "message should name {part:?}: {}",
+            diag.message
+        );
+    }
+}
+
+fn assert_clean(text: &str) {
+    let report = check(text);
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert!(report.is_valid());
+}
+
+fn error_paths(report: &CheckReport) -> Vec<&str> {
+    report.errors.iter().map(|e| e.path.as_str()).collect()
+}
+
+const P: &str = "ReverseProxy:Clusters:payments";
+
+// ---------------------------------------------------------------------------------------------
+// Address and Health
+
+#[test]
+fn missing_address_is_an_error() {
+    for eu2 in [
+        r#""Priority": 1"#,
+        r#""Address": null"#,
+        r#""Address": """#,
+        r#""Address": "   ""#,
+    ] {
+        let e = only_error(
+            &payments_eu2(eu2),
+            "ReverseProxy:Clusters:payments:Destinations:eu-2:Address",
+        );
+        assert_names(&e, &["`payments`", "`eu-2`", "Address"]);
+    }
+}
+
+#[test]
+fn non_absolute_address_is_an_error() {
+    for bad in [
+        "localhost:10010",
+        "10.0.0.2:8080",
+        "/api/payments",
+        "payments-eu-2",
+        "ftp://payments-eu-2/",
+        "http://",
+        "file:///etc/passwd",
+    ] {
+        let e = only_error(
+            &payments_eu2(&format!(r#""Address": "{bad}""#)),
+            "ReverseProxy:Clusters:payments:Destinations:eu-2:Address",
+        );
+        assert_names(
+            &e,
+            &["`payments`", "`eu-2`", "Address", &format!("`{bad}`")],
+        );
+    }
+}
+
+#[test]
+fn bad_health_url_is_an_error() {
+    for bad in ["health-host:9000", "/health", "tcp://10.0.0.2:9000"] {
+        let e = only_error(
+            &payments_eu2(&format!(
+                r#""Address": "http://10.0.0.2:8080/", "Health": "{bad}""#
+            )),
+            "ReverseProxy:Clusters:payments:Destinations:eu-2:Health",
+        );
+        assert_names(&e, &["`payments`", "`eu-2`", "Health", &format!("`{bad}`")]);
+    }
+    // A good one is fine.
+    assert_clean(&payments_eu2(
+        r#""Address": "http://10.0.0.2:8080/", "Health": "https://10.0.0.2:9000/probe/""#,
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// policy names
+
+#[test]
+fn unknown_load_balancing_policy_lists_the_known_names() {
+    let text = payments(
+        r#""LoadBalancingPolicy": "Fastest",
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    let e = only_error(&text, "ReverseProxy:Clusters:payments:LoadBalancingPolicy");
+    assert_names(
+        &e,
+        &[
+            "`payments`",
+            "LoadBalancingPolicy",
+            "`Fastest`",
+            "PowerOfTwoChoices",
+            "RoundRobin",
+            "LeastRequests",
+            "Random",
+            "FirstAlphabetical",
+        ],
+    );
+}
+
+#[test]
+fn unknown_available_destinations_policy_lists_the_known_names() {
+    // Always checked, even with both checks disabled.
+    let text = payments(
+        r#""HealthCheck": { "AvailableDestinationsPolicy": "HealthyOnly" },
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    let e = only_error(
+        &text,
+        "ReverseProxy:Clusters:payments:HealthCheck:AvailableDestinationsPolicy",
+    );
+    assert_names(
+        &e,
+        &[
+            "`payments`",
+            "AvailableDestinationsPolicy",
+            "`HealthyOnly`",
+            "HealthyAndUnknown",
+            "HealthyOrPanic",
+        ],
+    );
+}
+
+#[test]
+fn unknown_active_policy_is_an_error_only_when_active_checks_are_enabled() {
+    let e = only_error(
+        &payments_active(r#""Enabled": true, "Policy": "ThreeStrikes""#),
+        "ReverseProxy:Clusters:payments:HealthCheck:Active:Policy",
+    );
+    assert_names(&e, &["`payments`", "`ThreeStrikes`", "ConsecutiveFailures"]);
+    assert!(e.message.to_lowercase().contains("policy"), "{}", e.message);
+    assert!(e.message.to_lowercase().contains("active"), "{}", e.message);
+
+    for disabled in [r#""Enabled": false, "#, r#""Enabled": "False", "#, ""] {
+        let text = payments_active(&format!(r#"{disabled}"Policy": "ThreeStrikes""#));
+        assert_clean(&text);
+        Engine::from_json(&text).expect("a disabled check is not validated");
+    }
+}
+
+#[test]
+fn unknown_passive_policy_is_an_error_only_when_passive_checks_are_enabled() {
+    let e = only_error(
+        &payments_passive(r#""Enabled": "true", "Policy": "FiveHundreds""#),
+        "ReverseProxy:Clusters:payments:HealthCheck:Passive:Policy",
+    );
+    assert_names(
+        &e,
+        &["`payments`", "`FiveHundreds`", "TransportFailureRate"],
+    );
+    assert!(e.message.to_lowercase().contains("policy"), "{}", e.message);
+    assert!(
+        e.message.to_lowercase().contains("passive"),
+        "{}",
+        e.message
+    );
+
+    for disabled in [r#""Enabled": false, "#, ""] {
+        let text = payments_passive(&format!(r#"{disabled}"Policy": "FiveHundreds""#));
+        assert_clean(&text);
+        Engine::from_json(&text).expect("a disabled check is not validated");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TimeSpans
+
+#[test]
+fn bad_timespan_is_an_error() {
+    for (key, bad) in [
+        ("Interval", "24:00:00"),
+        ("Timeout", "00:60:00"),
+        ("Interval", "00:00:05.12345678"),
+        ("Timeout", "five seconds"),
+        ("Interval", "1.5"),
+    ] {
+        let e = only_error(
+            &payments_active(&format!(r#""Enabled": true, "{key}": "{bad}""#)),
+            &format!("{P}:HealthCheck:Active:{key}"),
+        );
+        assert_names(&e, &["`payments`", key, &format!("`{bad}`")]);
+    }
+    let e = only_error(
+        &payments_passive(r#""Enabled": true, "ReactivationPeriod": "00:00:60""#),
+        &format!("{P}:HealthCheck:Passive:ReactivationPeriod"),
+    );
+    assert_names(&e, &["`payments`", "ReactivationPeriod", "`00:00:60`"]);
+}
+
+#[test]
+fn non_positive_durations_are_errors_when_the_check_is_enabled() {
+    for value in ["00:00:00", "0", "0s", "-00:00:05", "-1", " -0:0:1 "] {
+        for key in ["Interval", "Timeout"] {
+            let e = only_error(
+                &payments_active(&format!(r#""Enabled": true, "{key}": "{value}""#)),
+                &format!("{P}:HealthCheck:Active:{key}"),
+            );
+            assert_names(&e, &["`payments`", key, &format!("`{value}`")]);
+        }
+        let e = only_error(
+            &payments_passive(&format!(
+                r#""Enabled": true, "ReactivationPeriod": "{value}""#
+            )),
+            &format!("{P}:HealthCheck:Passive:ReactivationPeriod"),
+        );
+        assert_names(
+            &e,
+            &["`payments`", "ReactivationPeriod", &format!("`{value}`")],
+        );
+    }
+}
+
+#[test]
+fn non_positive_durations_are_not_checked_when_the_check_is_disabled() {
+    for value in ["00:00:00", "0", "-00:00:05", "-1"] {
+        for enabled in [r#""Enabled": false,"#, ""] {
+            let active = payments_active(&format!(
+                r#"{enabled} "Interval": "{value}", "Timeout": "{value}""#
+            ));
+            assert_clean(&active);
+            Engine::from_json(&active).expect("disabled: not checked");
+            let passive =
+                payments_passive(&format!(r#"{enabled} "ReactivationPeriod": "{value}""#));
+            assert_clean(&passive);
+            Engine::from_json(&passive).expect("disabled: not checked");
+        }
+    }
+}
+
+/// Configs built in code go through the same rule (a zero `Duration`; negatives cannot be
+/// written as a `Duration`).
+#[test]
+fn zero_durations_built_in_code_are_errors_when_the_check_is_enabled() {
+    use healthpick::config::{
+        ActiveHealthCheckConfig, ClusterConfig, DestinationConfig, PassiveHealthCheckConfig,
+    };
+    use std::time::Duration;
+
+    let build = |enabled: bool| {
+        let (active, passive) = if enabled {
+            (
+                ActiveHealthCheckConfig::enabled(),
+                PassiveHealthCheckConfig::enabled(),
+            )
+        } else {
+            (
+                ActiveHealthCheckConfig::default(),
+                PassiveHealthCheckConfig::default(),
+            )
+        };
+        Config::new().cluster(
+            ClusterConfig::new("payments")
+                .active(active.interval(Duration::ZERO).timeout(Duration::ZERO))
+                .passive(passive.reactivation_period(Duration::ZERO))
+                .destination(DestinationConfig::new("eu-1", "http://10.0.0.1:8080/")),
+        )
+    };
+    let err = Engine::new(build(true)).expect_err("zero durations of enabled checks");
+    let paths: Vec<&str> = err.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "Clusters:payments:HealthCheck:Active:Interval",
+            "Clusters:payments:HealthCheck:Active:Timeout",
+            "Clusters:payments:HealthCheck:Passive:ReactivationPeriod",
+        ]
+    );
+    for (e, key) in err
+        .errors
+        .iter()
+        .zip(["Interval", "Timeout", "ReactivationPeriod"])
+    {
+        assert_names(e, &["`payments`", key]);
+    }
+    Engine::new(build(false)).expect("disabled checks are not validated");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path and Query
+
+#[test]
+fn path_must_start_with_a_slash() {
+    let e = only_error(
+        &payments_active(r#""Enabled": true, "Path": "api/health""#),
+        "ReverseProxy:Clusters:payments:HealthCheck:Active:Path",
+    );
+    assert_names(&e, &["`payments`", "Path", "`api/health`"]);
+    assert_clean(&payments_active(
+        r#""Enabled": true, "Path": "/api/health""#,
+    ));
+}
+
+#[test]
+fn query_must_start_with_a_question_mark() {
+    let e = only_error(
+        &payments_active(r#""Enabled": true, "Query": "probe=1""#),
+        "ReverseProxy:Clusters:payments:HealthCheck:Active:Query",
+    );
+    assert_names(&e, &["`payments`", "Query", "`probe=1`"]);
+    assert_clean(&payments_active(r#""Enabled": true, "Query": "?probe=1""#));
+}
+
+#[test]
+fn path_and_query_of_a_disabled_check_are_warnings_and_errors_in_strict_mode() {
+    let text = payments_active(r#""Enabled": false, "Path": "api/health", "Query": "probe=1""#);
+    let report = check(&text);
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    let paths: Vec<&str> = report.warnings.iter().map(|w| w.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "ReverseProxy:Clusters:payments:HealthCheck:Active:Path",
+            "ReverseProxy:Clusters:payments:HealthCheck:Active:Query",
+        ]
+    );
+    assert!(report
+        .warnings
+        .iter()
+        .all(|w| w.severity == Severity::Warning));
+    let strict = check_strict(&text);
+    assert_eq!(error_paths(&strict), paths);
+    assert!(strict.warnings.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// duplicate ids
+
+#[test]
+fn duplicate_cluster_ids_differing_in_case_are_an_error() {
+    let text = r#"{ "ReverseProxy": { "Clusters": {
+        "payments": { "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } } },
+        "Payments": { "Destinations": { "eu-9": { "Address": "http://10.0.0.9:8080/" } } }
+    } } }"#;
+    let e = only_error(text, "ReverseProxy:Clusters:Payments");
+    assert_names(&e, &["Duplicate cluster", "`Payments`", "`payments`"]);
+}
+
+#[test]
+fn duplicate_destination_ids_are_an_error() {
+    let text = payments(
+        r#""Destinations": {
+              "eu-1": { "Address": "http://10.0.0.1:8080/" },
+              "EU-1": { "Address": "http://10.0.0.2:8080/" }
+           }"#,
+    );
+    let report = check(&text);
+    assert!(!report.is_valid());
+    assert!(!report.errors.is_empty());
+    assert!(
+        report
+            .errors
+            .iter()
+            .all(|e| e.path == "ReverseProxy:Clusters:payments:Destinations:EU-1"),
+        "{:#?}",
+        report.errors
+    );
+    let e = report
+        .errors
+        .iter()
+        .find(|e| e.message.contains("Duplicate destination"))
+        .unwrap_or_else(|| panic!("no Duplicate destination error: {:#?}", report.errors));
+    assert_names(e, &["`payments`", "`EU-1`", "`eu-1`"]);
+    assert!(Engine::from_json(&text).is_err());
+}
+
+/// One problem, one error: a destination id given twice is one mistake of the user. Every error
+/// also names the cluster in its message (SPEC §2).
+#[test]
+fn duplicate_destination_is_reported_once_naming_the_cluster() {
+    let text = payments(
+        r#""Destinations": {
+              "eu-1": { "Address": "http://10.0.0.1:8080/" },
+              "EU-1": { "Address": "http://10.0.0.2:8080/" }
+           }"#,
+    );
+    let e = only_error(&text, "ReverseProxy:Clusters:payments:Destinations:EU-1");
+    assert_names(&e, &["`payments`", "`EU-1`", "`eu-1`"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Priority
+
+#[test]
+fn negative_priority_is_an_error() {
+    for bad in ["-1", "\"-1\"", "-2147483648"] {
+        let e = only_error(
+            &payments_eu2(&format!(
+                r#""Address": "http://10.0.0.2:8080/", "Priority": {bad}"#
+            )),
+            "ReverseProxy:Clusters:payments:Destinations:eu-2:Priority",
+        );
+        let shown = bad.trim_matches('"');
+        assert_names(
+            &e,
+            &["`payments`", "`eu-2`", "Priority", &format!("`{shown}`")],
+        );
+    }
+}
+
+#[test]
+fn non_integer_priority_is_an_error() {
+    for bad in [
+        "1.5",
+        "\"abc\"",
+        "\"1.0\"",
+        "1e2",
+        "true",
+        "99999999999999999999999",
+        "\"one\"",
+    ] {
+        let e = only_error(
+            &payments_eu2(&format!(
+                r#""Address": "http://10.0.0.2:8080/", "Priority": {bad}"#
+            )),
+            "ReverseProxy:Clusters:payments:Destinations:eu-2:Priority",
+        );
+        let shown = if bad == "true" {
+            "True"
+        } else {
+            bad.trim_matches('"')
+        };
+        assert_names(
+            &e,
+            &["`payments`", "`eu-2`", "Priority", &format!("`{shown}`")],
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// metadata numbers: warnings, default used, errors in strict mode
+
+fn threshold_doc(threshold: &str) -> String {
+    payments(&format!(
+        r#""HealthCheck": {{ "Active": {{ "Enabled": true }} }},
+           "Metadata": {{ "ConsecutiveFailuresHealthPolicy.Threshold": {threshold} }},
+           "Destinations": {{
+              "eu-1": {{ "Address": "http://10.0.0.1:8080/" }},
+              "eu-2": {{ "Address": "http://10.0.0.2:8080/" }}
+           }}"#
+    ))
+}
+
+/// How many failed probe rounds in a row make `eu-1` Unhealthy (at most 10).
+fn failures_to_unhealthy(engine: &Engine) -> usize {
+    for round in 1..=10 {
+        engine
+            .report_probe_round(
+                "payments",
+                &[
+                    ProbeResult::error("eu-1", "connection refused"),
+                    ProbeResult::status("eu-2", 200),
+                ],
+            )
+            .expect("cluster exists");
+        let status = engine.status();
+        let eu1 = status
+            .cluster("payments")
+            .and_then(|c| c.destination("eu-1"))
+            .expect("eu-1");
+        if eu1.active == HealthState::Unhealthy {
+            return round;
+        }
+    }
+    panic!("eu-1 never became Unhealthy");
+}
+
+#[test]
+fn unparsable_threshold_is_a_warning_and_the_default_is_used() {
+    for bad in ["\"abc\"", "\"\\u0033x\"", "\"1,5\"", "\"0x10\"", "true"] {
+        let text = threshold_doc(bad);
+        let report = check(&text);
+        assert!(report.is_valid(), "{bad}: {:#?}", report.errors);
+        assert_eq!(report.warnings.len(), 1, "{bad}: {:#?}", report.warnings);
+        let w = &report.warnings[0];
+        assert_eq!(w.severity, Severity::Warning);
+        assert_eq!(
+            w.path,
+            "ReverseProxy:Clusters:payments:Metadata:ConsecutiveFailuresHealthPolicy.Threshold"
+        );
+        assert_names(
+            w,
+            &["`payments`", "ConsecutiveFailuresHealthPolicy.Threshold"],
+        );
+        let config = Config::from_json(&text).expect("warnings do not stop loading");
+        assert!(config.find_cluster("payments").is_some());
+
+        let engine = Engine::default();
+        let warnings = engine.load_json(&text).expect("loads with a warning");
+        assert_eq!(warnings, report.warnings);
+        assert_eq!(
+            failures_to_unhealthy(&engine),
+            2,
+            "{bad}: default threshold 2"
+        );
+    }
+    let e = check(&threshold_doc("\"abc\""));
+    assert_names(&e.warnings[0], &["`abc`"]);
+
+    // A threshold that parses is used (and gives no warning).
+    let text = threshold_doc("\" 3 \"");
+    assert!(check(&text).warnings.is_empty());
+    let engine = Engine::from_json(&text).expect("loads");
+    assert_eq!(failures_to_unhealthy(&engine), 3);
+}
+
+#[test]
+fn unparsable_rate_limit_is_a_warning() {
+    let text = payments(
+        r#""HealthCheck": { "Passive": { "Enabled": true } },
+           "Metadata": { "transportfailureratehealthpolicy.ratelimit": "thirty percent" },
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    let report = check(&text);
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    assert_eq!(report.warnings.len(), 1, "{:#?}", report.warnings);
+    let w = &report.warnings[0];
+    assert!(
+        w.path.eq_ignore_ascii_case(&format!(
+            "{P}:Metadata:TransportFailureRateHealthPolicy.RateLimit"
+        )),
+        "{}",
+        w.path
+    );
+    assert_names(w, &["`payments`", "`thirty percent`"]);
+}
+
+/// YARP reads the threshold with `double.TryParse(value, NumberStyles.Float,
+/// CultureInfo.InvariantCulture)`, which knows `Infinity` but not Rust's `inf`: YARP falls back to
+/// the default threshold, so healthpick must too, and warn.
+#[test]
+fn threshold_inf_is_not_a_number_like_dotnet() {
+    let text = threshold_doc("\"inf\"");
+    let report = check(&text);
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    assert_eq!(
+        report.warnings.len(),
+        1,
+        "\"inf\" is not a .NET number: expected a warning, got {:#?}",
+        report.warnings
+    );
+    let engine = Engine::from_json(&text).expect("loads");
+    assert_eq!(failures_to_unhealthy(&engine), 2, "the default threshold 2");
+}
+
+#[test]
+fn strict_mode_turns_warnings_into_errors() {
+    let text = threshold_doc("\"abc\"");
+    let report = check_strict(&text);
+    assert!(!report.is_valid());
+    assert!(report.warnings.is_empty());
+    assert_eq!(
+        error_paths(&report),
+        ["ReverseProxy:Clusters:payments:Metadata:ConsecutiveFailuresHealthPolicy.Threshold"]
+    );
+    assert_eq!(report.errors[0].severity, Severity::Error);
+    assert_names(&report.errors[0], &["`payments`", "`abc`"]);
+
+    let strict = Engine::builder().strict(true).build();
+    let err = strict.load_json(&text).expect_err("strict engine refuses");
+    assert_eq!(err.errors, report.errors);
+    assert!(strict.cluster_ids().is_empty());
+    // The same document without the bad number loads in strict mode.
+    strict
+        .load_json(&threshold_doc("2"))
+        .expect("nothing to warn about");
+    assert_eq!(strict.cluster_ids(), ["payments"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// every problem at once
+
+/// Six different problems, one of each kind, in document order.
+const SIX_PROBLEMS: &str = r#"{
+  // comments and trailing commas are fine; the problems are not
+  "ReverseProxy": {
+    "Clusters": {
+      "payments": {
+        "LoadBalancingPolicy": "Fastest",
+        "HealthCheck": {
+          "Active": {
+            "Enabled": true,
+            "Interval": "24:00:00",
+            "Path": "health",
+          },
+        },
+        "Destinations": {
+          "eu-1": { "Address": "http://10.0.0.1:8080/", "Priority": -1 },
+          "eu-2": { "Priority": 0 },
+        },
+      },
+      "PAYMENTS": {
+        "Destinations": { "x": { "Address": "http://10.0.0.9:8080/" } },
+      },
+    },
+  },
+}"#;
+
+const SIX_PATHS: [&str; 6] = [
+    "ReverseProxy:Clusters:payments:LoadBalancingPolicy",
+    "ReverseProxy:Clusters:payments:HealthCheck:Active:Interval",
+    "ReverseProxy:Clusters:payments:HealthCheck:Active:Path",
+    "ReverseProxy:Clusters:payments:Destinations:eu-1:Priority",
+    "ReverseProxy:Clusters:payments:Destinations:eu-2:Address",
+    "ReverseProxy:Clusters:PAYMENTS",
+];
+
+#[test]
+fn all_problems_are_reported_at_once() {
+    let report = check(SIX_PROBLEMS);
+    assert!(!report.is_valid());
+    let mut got = error_paths(&report);
+    got.sort_unstable();
+    let mut want = SIX_PATHS.to_vec();
+    want.sort_unstable();
+    assert_eq!(got, want, "{:#?}", report.errors);
+
+    let by_path = |p: &str| {
+        report
+            .errors
+            .iter()
+            .find(|e| e.path == p)
+            .unwrap_or_else(|| panic!("no error at {p}"))
+    };
+    assert_names(by_path(SIX_PATHS[0]), &["`payments`", "`Fastest`"]);
+    assert_names(
+        by_path(SIX_PATHS[1]),
+        &["`payments`", "Interval", "`24:00:00`"],
+    );
+    assert_names(by_path(SIX_PATHS[2]), &["`payments`", "Path", "`health`"]);
+    assert_names(by_path(SIX_PATHS[3]), &["`payments`", "`eu-1`", "`-1`"]);
+    assert_names(by_path(SIX_PATHS[4]), &["`payments`", "`eu-2`", "Address"]);
+    assert_names(by_path(SIX_PATHS[5]), &["Duplicate cluster", "`PAYMENTS`"]);
+
+    let err = Config::from_json(SIX_PROBLEMS).expect_err("invalid");
+    assert_eq!(err.errors, report.errors);
+    let shown = err.to_string();
+    assert!(shown.contains("6 errors"), "{shown}");
+    for path in SIX_PATHS {
+        assert!(shown.contains(path), "{shown}");
+    }
+    let err = Engine::from_json(SIX_PROBLEMS).expect_err("invalid");
+    assert_eq!(err.errors.len(), 6);
+}
+
+/// `ConfigError::errors` is documented as "every error, in document order".
+#[test]
+fn errors_come_in_document_order() {
+    let report = check(SIX_PROBLEMS);
+    assert_eq!(error_paths(&report), SIX_PATHS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// a bad reload changes nothing
+
+const GOOD: &str = r#"{ "ReverseProxy": { "Clusters": { "payments": {
+    "LoadBalancingPolicy": "FirstAlphabetical",
+    "HealthCheck": { "Active": { "Enabled": true } },
+    "Destinations": {
+      "a-1": { "Address": "http://10.0.0.1:8080/" },
+      "a-2": { "Address": "http://10.0.0.2:8080/" },
+      "a-3": { "Address": "http://10.0.0.3:8080/" }
+    }
+} } } }"#;
+
+fn status_json(engine: &Engine) -> serde_json::Value {
+    serde_json::to_value(engine.status().clusters).expect("status serialises")
+}
+
+#[test]
+fn a_bad_reload_keeps_the_old_config_in_force() {
+    let engine = Engine::from_json(GOOD).expect("loads");
+    // Some health so that the status has something to lose: a-1 fails twice (threshold 2).
+    for _ in 0..2 {
+        engine
+            .report_probe_round(
+                "payments",
+                &[
+                    ProbeResult::error("a-1", "connection refused"),
+                    ProbeResult::status("a-2", 200),
+                    ProbeResult::status("a-3", 200),
+                ],
+            )
+            .expect("cluster exists");
+    }
+    let pick = engine.pick_endpoint("payments").expect("pick");
+    assert_eq!(pick.destination().id(), "a-2");
+    drop(pick);
+    let before = status_json(&engine);
+
+    let bad_reloads = [
+        // valid new destinations and a new cluster, plus one error: nothing may apply
+        r#"{ "ReverseProxy": { "Clusters": {
+            "payments": {
+              "LoadBalancingPolicy": "RoundRobin",
+              "Destinations": {
+                "b-1": { "Address": "http://10.0.1.1:8080/" },
+                "b-2": { "Address": "b-2:8080" }
+              }
+            },
+            "orders": { "Destinations": { "o-1": { "Address": "http://10.0.2.1:8080/" } } }
+        } } }"#,
+        // malformed JSON
+        r#"{ "ReverseProxy": { "Clusters": { "payments": { "Destinations": { "#,
+        // an unknown policy only
+        r#"{ "ReverseProxy": { "Clusters": { "payments": {
+            "LoadBalancingPolicy": "Fastest",
+            "Destinations": { "a-1": { "Address": "http://10.0.0.1:8080/" } } } } } }"#,
+        // not an object
+        "null",
+        "42",
+    ];
+    for bad in bad_reloads {
+        let err = engine.load_json(bad).expect_err("bad reload refused");
+        assert!(!err.errors.is_empty());
+        assert_eq!(engine.cluster_ids(), ["payments"], "{bad}");
+        assert_eq!(status_json(&engine), before, "status unchanged after {bad}");
+        for _ in 0..5 {
+            let pick = engine.pick_endpoint("payments").expect("old config picks");
+            assert_eq!(pick.destination().id(), "a-2", "{bad}");
+            assert_eq!(pick.address().as_str(), "http://10.0.0.2:8080/");
+        }
+        assert!(engine.pick_endpoint("orders").is_err());
+    }
+
+    // A good reload after the bad ones applies, keeping a-1's health.
+    let good = GOOD.replace(
+        r#""a-3": { "Address": "http://10.0.0.3:8080/" }"#,
+        r#""a-0": { "Address": "http://10.0.0.4:8080/", "Priority": 1 }"#,
+    );
+    engine.load_json(&good).expect("good reload");
+    let status = engine.status();
+    let payments = status.cluster("payments").expect("payments");
+    let ids: Vec<&str> = payments
+        .destinations
+        .iter()
+        .map(|d| d.id.as_str())
+        .collect();
+    assert_eq!(ids, ["a-1", "a-2", "a-0"]);
+    assert_eq!(
+        payments.destination("a-1").expect("a-1").active,
+        HealthState::Unhealthy
+    );
+    assert_eq!(
+        payments.destination("a-2").expect("a-2").active,
+        HealthState::Healthy
+    );
+}
+
+/// .NET's JSON configuration provider refuses a document whose top level is not an object
+/// ("Top-level JSON element must be an object"); an array is not a configuration, and reloading
+/// one must not wipe the clusters in force.
+#[test]
+fn a_top_level_array_is_not_a_config_document() {
+    for text in ["[]", "[1]", r#"[ { "Clusters": {} } ]"#] {
+        let report = check(text);
+        assert!(
+            !report.is_valid(),
+            "{text}: accepted with {:#?}",
+            report.warnings
+        );
+        assert_eq!(error_paths(&report), [""], "{text}: {:#?}", report.errors);
+        assert!(
+            report.errors[0].message.contains("object"),
+            "{}",
+            report.errors[0].message
+        );
+    }
+    let engine = Engine::from_json(GOOD).expect("loads");
+    let before = status_json(&engine);
+    let reload = engine.load_json("[]");
+    assert!(reload.is_err(), "reloading [] was accepted: {reload:?}");
+    assert_eq!(engine.cluster_ids(), ["payments"]);
+    assert_eq!(status_json(&engine), before);
+}

@@ -1,0 +1,313 @@
+//! Best-endpoint selection (SPEC §6): health classes, tiers, and the exact algorithms of the
+//! load-balancing policies.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use healthpick::config::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
+use healthpick::selection::{LoadBalancingPolicy, PickContext};
+use healthpick::{Destination, Engine, HealthClass, PickError, ProbeResult, ReportedHealth};
+
+/// A cluster `c` with active checks (threshold 1) and destinations `(id, tier)`.
+fn cluster(policy: &str, dests: &[(&str, u32)]) -> Engine {
+    let mut c = ClusterConfig::new("c")
+        .load_balancing_policy(policy)
+        .active(ActiveHealthCheckConfig::enabled())
+        .metadata("ConsecutiveFailuresHealthPolicy.Threshold", "1");
+    for (i, (id, tier)) in dests.iter().enumerate() {
+        c = c.destination(
+            DestinationConfig::new(*id, format!("http://127.0.0.1:{}/", 30000 + i)).priority(*tier),
+        );
+    }
+    Engine::builder()
+        .seed(3)
+        .build_with(Config::new().cluster(c))
+        .unwrap()
+}
+
+fn pick_id(engine: &Engine) -> String {
+    engine
+        .pick_endpoint("c")
+        .unwrap()
+        .destination()
+        .id()
+        .to_string()
+}
+
+fn counts(engine: &Engine, n: usize) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for _ in 0..n {
+        *m.entry(pick_id(engine)).or_default() += 1;
+    }
+    m
+}
+
+fn probe(engine: &Engine, results: &[ProbeResult]) {
+    engine.report_probe_round("c", results).unwrap();
+}
+
+#[test]
+fn lowest_tier_first_then_failover_to_the_next_tier() {
+    let engine = cluster("Random", &[("local-1", 0), ("local-2", 0), ("remote-1", 1)]);
+    let c = counts(&engine, 300);
+    assert_eq!(
+        c.get("remote-1"),
+        None,
+        "remote gets nothing while local is usable"
+    );
+    assert!(c["local-1"] > 100 && c["local-2"] > 100, "{c:?}");
+
+    probe(&engine, &[ProbeResult::status("local-1", 500)]);
+    assert!(counts(&engine, 50).keys().all(|k| k == "local-2"));
+
+    probe(&engine, &[ProbeResult::status("local-2", 500)]);
+    assert!(counts(&engine, 50).keys().all(|k| k == "remote-1"));
+
+    probe(&engine, &[ProbeResult::status("local-1", 200)]);
+    assert!(
+        counts(&engine, 50).keys().all(|k| k == "local-1"),
+        "traffic returns to tier 0"
+    );
+}
+
+#[test]
+fn more_than_two_tiers() {
+    let engine = cluster("Random", &[("zone", 0), ("region", 1), ("far", 2)]);
+    assert_eq!(pick_id(&engine), "zone");
+    probe(&engine, &[ProbeResult::status("zone", 500)]);
+    assert_eq!(pick_id(&engine), "region");
+    probe(&engine, &[ProbeResult::status("region", 500)]);
+    assert_eq!(pick_id(&engine), "far");
+}
+
+#[test]
+fn degraded_ranks_below_healthy_even_across_tiers() {
+    let engine = cluster("Random", &[("local", 0), ("remote", 1)]);
+    probe(
+        &engine,
+        &[
+            ProbeResult::status("local", 200).with_payload(ReportedHealth::Degraded),
+            ProbeResult::status("remote", 200),
+        ],
+    );
+    // Class comes before tier: a healthy remote beats a degraded local.
+    assert!(counts(&engine, 20).keys().all(|k| k == "remote"));
+    let best = engine.best_endpoints("c").unwrap();
+    assert_eq!(best.status, HealthClass::Healthy);
+
+    probe(
+        &engine,
+        &[ProbeResult::status("remote", 200).with_payload(ReportedHealth::Degraded)],
+    );
+    let best = engine.best_endpoints("c").unwrap();
+    assert_eq!(best.status, HealthClass::Degraded);
+    assert_eq!(best.destinations.len(), 1);
+    assert_eq!(
+        best.destinations[0].id(),
+        "local",
+        "both degraded: lowest tier"
+    );
+}
+
+#[test]
+fn unknown_ranks_with_healthy() {
+    let engine = cluster("Random", &[("a", 0), ("b", 0)]);
+    probe(&engine, &[ProbeResult::status("a", 200)]); // a Healthy, b Unknown
+    let c = counts(&engine, 200);
+    assert!(c["a"] > 50 && c["b"] > 50, "{c:?}");
+    assert_eq!(
+        engine.best_endpoints("c").unwrap().status,
+        HealthClass::Healthy
+    );
+}
+
+#[test]
+fn round_robin_counter_starts_at_zero_and_advances_only_when_consulted() {
+    let engine = cluster("RoundRobin", &[("a", 0), ("b", 0), ("c", 0), ("z", 1)]);
+    probe(
+        &engine,
+        &[ProbeResult::status("b", 500), ProbeResult::status("c", 500)],
+    );
+    // Group of one: the policy is not consulted, the counter stays at 0.
+    for _ in 0..5 {
+        assert_eq!(pick_id(&engine), "a");
+    }
+    probe(
+        &engine,
+        &[ProbeResult::status("b", 200), ProbeResult::status("c", 200)],
+    );
+    let seq: Vec<String> = (0..7).map(|_| pick_id(&engine)).collect();
+    assert_eq!(seq, ["a", "b", "c", "a", "b", "c", "a"]);
+}
+
+#[test]
+fn least_requests_picks_the_first_strictly_smallest() {
+    let engine = cluster("LeastRequests", &[("a", 0), ("b", 0), ("c", 0)]);
+    let h1 = engine.pick_endpoint("c").unwrap(); // all 0 -> first: a
+    assert_eq!(h1.destination().id(), "a");
+    let h2 = engine.pick_endpoint("c").unwrap(); // a=1 -> b
+    assert_eq!(h2.destination().id(), "b");
+    let h3 = engine.pick_endpoint("c").unwrap(); // a=1,b=1 -> c
+    assert_eq!(h3.destination().id(), "c");
+    let h4 = engine.pick_endpoint("c").unwrap(); // all 1 -> a
+    assert_eq!(h4.destination().id(), "a");
+    drop(h2); // b=0
+    assert_eq!(pick_id(&engine), "b");
+    drop((h1, h3, h4));
+}
+
+#[test]
+fn first_alphabetical_compares_ids_case_insensitively() {
+    let engine = cluster(
+        "firstalphabetical",
+        &[("beta", 0), ("Alpha", 0), ("gamma", 0)],
+    );
+    for _ in 0..5 {
+        assert_eq!(pick_id(&engine), "Alpha");
+    }
+}
+
+#[test]
+fn random_is_uniform() {
+    let engine = cluster("Random", &[("a", 0), ("b", 0), ("c", 0), ("d", 0)]);
+    let c = counts(&engine, 8000);
+    for id in ["a", "b", "c", "d"] {
+        let n = c[id];
+        assert!((1700..2300).contains(&n), "{id}: {n} of 8000 ({c:?})");
+    }
+}
+
+#[test]
+fn power_of_two_never_picks_a_strictly_busier_destination_of_two() {
+    let engine = cluster("PowerOfTwoChoices", &[("a", 0), ("b", 0)]);
+    let _busy = engine.pick_endpoint("c").unwrap();
+    let busy_id = _busy.destination().id().to_string();
+    for _ in 0..200 {
+        let p = engine.pick_endpoint("c").unwrap();
+        assert_ne!(p.destination().id(), busy_id);
+    }
+}
+
+#[test]
+fn power_of_two_never_picks_the_one_busier_destination_among_four() {
+    let engine = cluster(
+        "PowerOfTwoChoices",
+        &[("a", 0), ("b", 0), ("c", 0), ("d", 0)],
+    );
+    let busy = engine.pick_endpoint("c").unwrap();
+    // Whatever pair is drawn, a pair containing the busy one has a strictly less busy partner.
+    for _ in 0..400 {
+        let p = engine.pick_endpoint("c").unwrap();
+        assert_ne!(p.destination().id(), busy.destination().id());
+    }
+    // Without load, all four get picks.
+    drop(busy);
+    assert_eq!(counts(&engine, 400).len(), 4);
+}
+
+#[test]
+fn in_flight_counts_from_pick_until_drop() {
+    let engine = cluster("FirstAlphabetical", &[("a", 0), ("b", 0)]);
+    let h1 = engine.pick_endpoint("c").unwrap();
+    let h2 = engine.pick_endpoint("c").unwrap();
+    assert_eq!(h1.destination().in_flight(), 2);
+    assert_eq!(
+        engine.status().clusters[0]
+            .destination("a")
+            .unwrap()
+            .in_flight,
+        2
+    );
+    drop(h1);
+    assert_eq!(h2.destination().in_flight(), 1);
+    drop(h2);
+    assert_eq!(
+        engine.status().clusters[0]
+            .destination("a")
+            .unwrap()
+            .in_flight,
+        0
+    );
+}
+
+#[test]
+fn seeded_engines_pick_the_same_sequence() {
+    let a = cluster("Random", &[("a", 0), ("b", 0), ("c", 0)]);
+    let b = cluster("Random", &[("a", 0), ("b", 0), ("c", 0)]);
+    let sa: Vec<String> = (0..50).map(|_| pick_id(&a)).collect();
+    let sb: Vec<String> = (0..50).map(|_| pick_id(&b)).collect();
+    assert_eq!(sa, sb);
+}
+
+/// Counts its calls; returns index 7 to show out-of-range answers are wrapped, not trusted.
+struct Counting(Arc<AtomicUsize>);
+impl LoadBalancingPolicy for Counting {
+    fn pick(&self, _ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        7
+    }
+}
+
+#[test]
+fn a_single_destination_skips_the_policy_and_bad_indices_are_wrapped() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let engine = Engine::builder()
+        .load_balancing_policy("Counting", Counting(calls.clone()))
+        .build_with(
+            Config::new().cluster(
+                ClusterConfig::new("c")
+                    .load_balancing_policy("counting")
+                    .destination(DestinationConfig::new("only", "http://127.0.0.1:1/")),
+            ),
+        )
+        .unwrap();
+    assert_eq!(pick_id(&engine), "only");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    engine
+        .apply_config(
+            Config::new().cluster(
+                ClusterConfig::new("c")
+                    .load_balancing_policy("Counting")
+                    .destination(DestinationConfig::new("a", "http://127.0.0.1:1/"))
+                    .destination(DestinationConfig::new("b", "http://127.0.0.1:2/")),
+            ),
+        )
+        .unwrap();
+    assert_eq!(pick_id(&engine), "b", "7 mod 2 = 1");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn unknown_cluster_and_empty_cluster_errors() {
+    let engine = Engine::new(Config::new().cluster(ClusterConfig::new("empty"))).unwrap();
+    assert_eq!(
+        engine.pick_endpoint("nope").unwrap_err(),
+        PickError::UnknownCluster {
+            cluster: "nope".into()
+        }
+    );
+    let err = engine.pick_endpoint("empty").unwrap_err();
+    assert!(matches!(err, PickError::NoAvailableDestinations { .. }));
+    assert_eq!(
+        err.to_string(),
+        "no available destinations in cluster `empty`"
+    );
+}
+
+#[test]
+fn cluster_ids_are_case_insensitive_on_the_pick_path() {
+    let engine = Engine::new(
+        Config::new().cluster(
+            ClusterConfig::new("Payments")
+                .destination(DestinationConfig::new("a", "http://127.0.0.1:1/")),
+        ),
+    )
+    .unwrap();
+    for id in ["Payments", "payments", "PAYMENTS", "pAyMeNtS"] {
+        assert_eq!(engine.pick_endpoint(id).unwrap().destination().id(), "a");
+    }
+    let long = "P".repeat(100);
+    assert!(engine.pick_endpoint(&long).is_err());
+}
