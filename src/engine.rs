@@ -488,6 +488,58 @@ impl Engine {
         Ok(PickHandle::new(group[index].clone()))
     }
 
+    /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
+    /// the same tier, then the next tier (SPEC §8 failover). Meant for retries, so it may
+    /// allocate; the first attempt should use [`pick_endpoint`](Self::pick_endpoint).
+    ///
+    /// ```
+    /// # use healthpick::Engine;
+    /// let engine = Engine::from_json(r#"{"Clusters": {"c": {"Destinations": {
+    ///     "local":  { "Address": "http://127.0.0.1:8001/" },
+    ///     "remote": { "Address": "http://127.0.0.1:9001/", "Priority": 1 } } } } }"#)?;
+    /// let first = engine.pick_endpoint("c")?;
+    /// assert_eq!(first.destination().id(), "local");
+    /// // The request to `local` failed before any response: retry elsewhere.
+    /// let retry = engine.pick_endpoint_excluding("c", &["local"])?;
+    /// assert_eq!(retry.destination().id(), "remote");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint); `NoAvailableDestinations` also when every
+    /// available destination is excluded.
+    pub fn pick_endpoint_excluding<S: AsRef<str>>(
+        &self,
+        cluster: &str,
+        exclude: &[S],
+    ) -> Result<PickHandle, PickError> {
+        let table = self.core.clusters.load();
+        let Some(runtime) = table.get(cluster) else {
+            return Err(PickError::UnknownCluster {
+                cluster: cluster.to_string(),
+            });
+        };
+        let snapshot = runtime.snapshot.load();
+        let ctx = snapshot.settings.available_context();
+        let group = crate::selection::best_group_excluding(&ctx, &snapshot.available, exclude);
+        let index = match group.len() {
+            0 => {
+                return Err(PickError::NoAvailableDestinations {
+                    cluster: cluster.to_string(),
+                })
+            }
+            1 => 0,
+            n => {
+                let ctx = PickContext {
+                    rng: &self.core.rng,
+                    counter: &runtime.counter,
+                };
+                snapshot.settings.load_balancing.pick(&ctx, &group) % n
+            }
+        };
+        Ok(PickHandle::new(group[index].clone()))
+    }
+
     /// The whole best group of `cluster` and its summary status, for callers that pick
     /// themselves (SPEC §6).
     ///

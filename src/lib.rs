@@ -82,3 +82,8 @@ pub use health::{
 pub use registry::PolicyRegistry;
 pub use status::{ClusterStatus, DestinationStatus, EngineStatus};
 pub use uri::probe_uri;
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -311,3 +311,31 @@ fn cluster_ids_are_case_insensitive_on_the_pick_path() {
     let long = "P".repeat(100);
     assert!(engine.pick_endpoint(&long).is_err());
 }
+
+#[test]
+fn retries_move_to_the_next_best_of_the_same_tier_then_the_next_tier() {
+    let engine = cluster(
+        "FirstAlphabetical",
+        &[("a", 0), ("b", 0), ("r", 1), ("s", 2)],
+    );
+    let next = |tried: &[&str]| {
+        engine
+            .pick_endpoint_excluding("c", tried)
+            .map(|p| p.destination().id().to_string())
+    };
+    assert_eq!(next(&[]).unwrap(), "a");
+    assert_eq!(next(&["a"]).unwrap(), "b", "same tier first");
+    assert_eq!(
+        next(&["A", "b"]).unwrap(),
+        "r",
+        "then the next tier (ids case-insensitive)"
+    );
+    assert_eq!(next(&["a", "b", "r"]).unwrap(), "s");
+    assert!(matches!(
+        next(&["a", "b", "r", "s"]),
+        Err(PickError::NoAvailableDestinations { .. })
+    ));
+    // Unavailable destinations are never retry targets.
+    probe(&engine, &[ProbeResult::status("r", 500)]);
+    assert_eq!(next(&["a", "b"]).unwrap(), "s");
+}

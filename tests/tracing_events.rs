@@ -19,8 +19,11 @@ fn two_destinations(id: &str) -> ClusterConfig {
 
 // --------------------------------------------------------------------------------
 
+/// One captured event: level, target, and its fields as (name, debug text).
+type Record = (tracing::Level, String, Vec<(String, String)>);
+
 #[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<(tracing::Level, String, Vec<(String, String)>)>>>);
+struct Captured(Arc<Mutex<Vec<Record>>>);
 
 struct Visitor<'a>(&'a mut Vec<(String, String)>);
 impl tracing::field::Visit for Visitor<'_> {

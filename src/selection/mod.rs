@@ -115,3 +115,22 @@ pub(crate) fn best_group(
         .collect();
     (group, Some(best))
 }
+
+/// The best group among `available` once the destinations `exclude` names are set aside: for
+/// retries, which move to the next best destination of the same tier, then to the next tier.
+pub(crate) fn best_group_excluding<S: AsRef<str>>(
+    ctx: &AvailablePolicyContext<'_>,
+    available: &[Arc<Destination>],
+    exclude: &[S],
+) -> Vec<Arc<Destination>> {
+    let remaining: Vec<Arc<Destination>> = available
+        .iter()
+        .filter(|d| {
+            !exclude
+                .iter()
+                .any(|e| crate::config::eq_ignore_case(e.as_ref(), &d.id))
+        })
+        .cloned()
+        .collect();
+    best_group(ctx, &remaining).0
+}
