@@ -3,7 +3,6 @@
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -13,11 +12,11 @@ use crate::config::{ClusterConfig, HealthPolicyOptions};
 use crate::destination::Destination;
 use crate::engine::EngineCore;
 use crate::health::{
-    ActiveHealthPolicy, AvailableDestinationsPolicy, AvailablePolicyContext, HealthClass,
-    PassiveHealthPolicy,
+    ActiveHealthPolicy, AvailableDestinationsPolicy, AvailablePolicyContext, ConsecutiveFailures,
+    HealthClass, HealthyOrPanic, PassiveHealthPolicy, TransportFailureRate,
 };
 use crate::registry::PolicyRegistry;
-use crate::selection::LoadBalancingPolicy;
+use crate::selection::{LoadBalancingPolicy, PowerOfTwoChoices};
 
 /// A cluster's configuration with every name resolved to a policy and every default applied.
 pub(crate) struct ClusterSettings {
@@ -39,15 +38,10 @@ pub(crate) struct ClusterSettings {
 /// Resolved active-check settings.
 pub(crate) struct ActiveSettings {
     pub policy: Arc<dyn ActiveHealthPolicy>,
-    #[allow(dead_code)] // read by the probe monitor
-    pub interval: Duration,
-    #[allow(dead_code)]
-    pub timeout: Duration,
 }
 
 impl ClusterSettings {
-    /// Resolves a validated cluster config. Unknown names cannot occur after validation; should
-    /// they, the built-in defaults are used rather than panicking.
+    /// Resolves a validated cluster config.
     pub fn resolve(
         config: &ClusterConfig,
         registry: &PolicyRegistry,
@@ -55,34 +49,35 @@ impl ClusterSettings {
         clock: Arc<dyn Clock>,
         core: Weak<EngineCore>,
     ) -> Self {
-        let fallback = PolicyRegistry::default();
+        // Validation guarantees the names resolve; the built-ins stand in rather than panicking.
         let hc = &config.health_check;
         let active = hc.active.enabled.then(|| ActiveSettings {
             policy: registry
                 .active(hc.active.policy_name())
-                .or_else(|| fallback.active("ConsecutiveFailures"))
-                .map(|(_, p)| p.clone())
-                .expect("built-in active policy"),
-            interval: config.effective_interval(&options),
-            timeout: config.effective_timeout(&options),
+                .map_or_else(|| Arc::new(ConsecutiveFailures) as _, |(_, p)| p.clone()),
         });
         let passive = hc.passive.enabled.then(|| {
             registry
                 .passive(hc.passive.policy_name())
-                .or_else(|| fallback.passive("TransportFailureRate"))
-                .map(|(_, p)| p.clone())
-                .expect("built-in passive policy")
+                .map_or_else(|| Arc::new(TransportFailureRate) as _, |(_, p)| p.clone())
         });
         let (available_policy_name, available_policy) = registry
             .available_destinations(hc.available_destinations_policy_name())
-            .or_else(|| fallback.available_destinations("HealthyOrPanic"))
-            .map(|(n, p)| (n.to_string(), p.clone()))
-            .expect("built-in available-destinations policy");
+            .map_or_else(
+                || ("HealthyOrPanic".to_string(), Arc::new(HealthyOrPanic) as _),
+                |(n, p)| (n.to_string(), p.clone()),
+            );
         let (load_balancing_name, load_balancing) = registry
             .load_balancing(config.load_balancing_policy_name())
-            .or_else(|| fallback.load_balancing("PowerOfTwoChoices"))
-            .map(|(n, p)| (n.to_string(), p.clone()))
-            .expect("built-in load-balancing policy");
+            .map_or_else(
+                || {
+                    (
+                        "PowerOfTwoChoices".to_string(),
+                        Arc::new(PowerOfTwoChoices) as _,
+                    )
+                },
+                |(n, p)| (n.to_string(), p.clone()),
+            );
         ClusterSettings {
             id: Arc::from(config.id.as_str()),
             failure_threshold: config.failure_threshold(&options),

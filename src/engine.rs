@@ -14,10 +14,9 @@ use tokio::sync::{broadcast, Notify};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{ClusterRuntime, ClusterSettings};
 use crate::config::{
-    eq_ignore_case, fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics,
-    HealthPolicyOptions,
+    fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics, HealthPolicyOptions,
 };
-use crate::destination::{Destination, PickHandle};
+use crate::destination::{Destination, DestinationState, PickHandle};
 use crate::error::PickError;
 use crate::events::HealthEvent;
 use crate::health::updater::{self, Reactivation};
@@ -417,29 +416,31 @@ impl Engine {
                 .unwrap_or_else(|| Arc::new(ClusterRuntime::new(settings.clone())));
             let mut book = runtime.book.lock();
             let previous = runtime.snapshot.load_full();
+            let surviving: HashMap<String, &Arc<DestinationState>> = previous
+                .all
+                .iter()
+                .map(|o| (fold_case(&o.id), &o.state))
+                .collect();
             let destinations = cluster
                 .destinations
                 .iter()
-                .map(|d| {
-                    let state = previous
-                        .all
-                        .iter()
-                        .find(|o| eq_ignore_case(&o.id, &d.id))
-                        .map(|o| o.state.clone())
+                .filter_map(|d| {
+                    let state = surviving
+                        .get(&fold_case(&d.id))
+                        .map(|s| Arc::clone(s))
                         .unwrap_or_default();
-                    Arc::new(Destination {
+                    // Validation guarantees the address parses.
+                    let address = uri::parse_base(&d.address).ok()?;
+                    Some(Arc::new(Destination {
                         id: Arc::from(d.id.as_str()),
-                        // Validated: both parse.
-                        address: uri::parse_base(&d.address).unwrap_or_else(|_| {
-                            url::Url::parse("http://invalid./").expect("static URL")
-                        }),
+                        address,
                         health_url: d.health.as_deref().and_then(|h| uri::parse_base(h).ok()),
                         host: d.host.clone(),
                         tier: d.priority,
                         metadata: d.metadata.clone(),
                         state,
                         cluster: settings.clone(),
-                    })
+                    }))
                 })
                 .collect();
             updater::publish(core, &runtime, &mut book, settings, destinations, now);

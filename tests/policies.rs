@@ -317,18 +317,15 @@ fn reactivation_returns_passive_to_unknown_and_a_remark_does_not_move_it() {
     assert_eq!(passive_of(&engine, "d0"), HealthState::Unhealthy);
     assert_eq!(engine.next_timer_due(), Some(Duration::from_secs(20)));
 
-    // While Unhealthy, d0 is not picked; report outcomes by keeping an old handle.
     clock.set(Duration::from_secs(5));
-    // Make d1 unhealthy too so the panic-free policy has nothing... instead use a held handle:
-    // reactivation must not move when d0 goes Healthy and Unhealthy again before it fires.
     assert_eq!(engine.fire_due_timers(), 0, "not due yet");
     clock.set(Duration::from_secs(20));
     assert_eq!(engine.fire_due_timers(), 1);
     assert_eq!(passive_of(&engine, "d0"), HealthState::Unknown);
     assert_eq!(engine.next_timer_due(), None);
 
-    // The failure history is kept: the window (10 s) still holds ... nothing from t=0 at t=20
-    // (stamp 1.0 is 19 s old), so a success now makes it Healthy.
+    // The history is kept, but at t=20 the only bucket (stamp 1.0) is 19 s old, outside the
+    // 10 s window: a success now makes it Healthy.
     outcome(&engine, &clock, 20.0, "d0", Success);
     assert_eq!(passive_of(&engine, "d0"), HealthState::Healthy);
 }

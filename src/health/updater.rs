@@ -25,7 +25,6 @@ pub(crate) struct Reactivation {
     pub due: Duration,
     pub seq: u64,
     pub cluster: Arc<str>,
-    #[allow(clippy::struct_field_names)]
     pub destination: Arc<str>,
     pub state: WeakState,
 }
