@@ -3,6 +3,7 @@
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -38,6 +39,8 @@ pub(crate) struct ClusterSettings {
 /// Resolved active-check settings.
 pub(crate) struct ActiveSettings {
     pub policy: Arc<dyn ActiveHealthPolicy>,
+    pub interval: Duration,
+    pub timeout: Duration,
 }
 
 impl ClusterSettings {
@@ -55,6 +58,8 @@ impl ClusterSettings {
             policy: registry
                 .active(hc.active.policy_name())
                 .map_or_else(|| Arc::new(ConsecutiveFailures) as _, |(_, p)| p.clone()),
+            interval: config.effective_interval(&options),
+            timeout: config.effective_timeout(&options),
         });
         let passive = hc.passive.enabled.then(|| {
             registry
@@ -126,6 +131,8 @@ pub(crate) struct ClusterRuntime {
     pub counter: AtomicUsize,
     /// Serialises health changes and snapshot rebuilds of this cluster.
     pub book: Mutex<ClusterBook>,
+    /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
+    pub first_round: tokio::sync::watch::Sender<bool>,
 }
 
 /// What the last published snapshot said, to detect availability changes.
@@ -149,6 +156,7 @@ impl ClusterRuntime {
             }),
             counter: AtomicUsize::new(0),
             book: Mutex::new(ClusterBook::default()),
+            first_round: tokio::sync::watch::Sender::new(false),
         }
     }
 }

@@ -207,6 +207,7 @@ impl EngineBuilder {
             auto_timers,
             config_lock: Mutex::new(()),
             strict: self.strict,
+            config_generation: tokio::sync::watch::Sender::new(0),
         });
         Engine { core }
     }
@@ -263,6 +264,8 @@ pub(crate) struct EngineCore {
     auto_timers: bool,
     config_lock: Mutex<()>,
     strict: bool,
+    /// Bumped after every applied configuration; the active monitor follows it.
+    pub config_generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Drop for EngineCore {
@@ -451,6 +454,7 @@ impl Engine {
             table.order.push(runtime);
         }
         core.clusters.store(Arc::new(table));
+        core.config_generation.send_modify(|g| *g += 1);
         tracing::info!(target: "healthpick", clusters = config.clusters.len(), "configuration applied");
     }
 
@@ -539,6 +543,87 @@ impl Engine {
             }
         };
         Ok(PickHandle::new(group[index].clone()))
+    }
+
+    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
+    /// checks waits for its first probe round (at most the probe timeout) instead of sending the
+    /// first request blind (SPEC §6). Once that round finished it never waits.
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        if let Some(runtime) = self.core.cluster(cluster) {
+            let timeout = runtime
+                .snapshot
+                .load()
+                .settings
+                .active
+                .as_ref()
+                .map(|a| a.timeout);
+            if let Some(timeout) = timeout {
+                let mut first_round = runtime.first_round.subscribe();
+                if !*first_round.borrow() {
+                    let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
+                }
+            }
+        }
+        self.pick_endpoint(cluster)
+    }
+
+    /// Resolves once every cluster with active checks has finished its first probe round (as
+    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them). Clusters without active
+    /// checks are ready at once.
+    pub async fn ready(&self) {
+        let pending: Vec<_> = self
+            .core
+            .clusters
+            .load()
+            .order
+            .iter()
+            .filter(|r| r.snapshot.load().settings.active.is_some())
+            .map(|r| r.first_round.subscribe())
+            .collect();
+        for mut first_round in pending {
+            let _ = first_round.wait_for(|done| *done).await;
+        }
+    }
+
+    /// Whether a probe round of `cluster` has finished (false for unknown clusters).
+    pub fn first_round_done(&self, cluster: &str) -> bool {
+        self.core
+            .cluster(cluster)
+            .is_some_and(|r| *r.first_round.borrow())
+    }
+
+    /// What the active monitor needs to probe `cluster` now: `None` when the cluster is gone or
+    /// has active checks disabled.
+    pub(crate) fn round_plan(&self, cluster: &str) -> Option<RoundPlan> {
+        let runtime = self.core.cluster(cluster)?;
+        let snapshot = runtime.snapshot.load_full();
+        let active = snapshot.settings.active.as_ref()?;
+        Some(RoundPlan {
+            interval: active.interval,
+            timeout: active.timeout,
+            snapshot: snapshot.clone(),
+        })
+    }
+
+    /// Ids of the clusters with active checks enabled, in config order.
+    pub(crate) fn active_cluster_ids(&self) -> Vec<String> {
+        self.core
+            .clusters
+            .load()
+            .order
+            .iter()
+            .map(|r| r.snapshot.load().settings.clone())
+            .filter(|s| s.active.is_some())
+            .map(|s| s.id.to_string())
+            .collect()
+    }
+
+    /// Follows configuration changes.
+    pub(crate) fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.core.config_generation.subscribe()
     }
 
     /// The whole best group of `cluster` and its summary status, for callers that pick
@@ -676,6 +761,13 @@ impl Engine {
             clusters,
         }
     }
+}
+
+/// One probe round's inputs, read from the current snapshot.
+pub(crate) struct RoundPlan {
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub snapshot: Arc<crate::cluster::ClusterSnapshot>,
 }
 
 /// The best group of a cluster with its summary status.

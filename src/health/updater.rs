@@ -205,6 +205,7 @@ pub(crate) fn probe_round(
         }
     }
     rebuild(core, runtime, &mut book, &snapshot, now);
+    runtime.first_round.send_replace(true);
     round.len()
 }
 

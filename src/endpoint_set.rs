@@ -1,0 +1,303 @@
+//! The endpoint set (SPEC §7): the simple face. A list of base URLs, some preferred, one health
+//! path and interval; `pick_endpoint()` returns a healthy one from the best group.
+//!
+//! It is the same engine as the cluster face — one cluster named [`EndpointSet::CLUSTER`] whose
+//! destinations are the base URLs (preferred ones in tier 0, the others in tier 1), probed by
+//! the same probes and judged by ConsecutiveFailures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    ActiveHealthCheckConfig, ClusterConfig, Config, ConfigError, DestinationConfig,
+    CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+};
+use crate::engine::{BestEndpoints, Engine};
+use crate::error::PickError;
+use crate::monitor::Prober;
+use crate::PickHandle;
+
+/// Builds an [`EndpointSet`].
+///
+/// ```
+/// use healthpick::EndpointSet;
+/// use std::time::Duration;
+///
+/// let endpoints = EndpointSet::builder(["http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.9.0.1:8080"])
+///     .preferred_base_urls(["http://10.0.0.1:8080", "http://10.0.0.2:8080"])
+///     .health_check_interval(Duration::from_secs(5))
+///     .build()?;
+/// assert_eq!(endpoints.engine().cluster_ids(), [EndpointSet::CLUSTER]);
+/// # Ok::<(), healthpick::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EndpointSetBuilder {
+    base_urls: Vec<String>,
+    preferred: Vec<String>,
+    health_path: String,
+    interval: Duration,
+    timeout: Duration,
+    threshold: f64,
+    failure_log_level: tracing::Level,
+    load_balancing_policy: String,
+    max_concurrent_probes: usize,
+}
+
+impl EndpointSetBuilder {
+    /// Base URLs that are not in `base_urls` yet are added, in tier 0. Default: none.
+    pub fn preferred_base_urls<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.preferred = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The health endpoint path, appended to each base URL. Default `/api/systemstatus`.
+    pub fn health_path(mut self, path: impl Into<String>) -> Self {
+        self.health_path = path.into();
+        self
+    }
+
+    /// Time between refreshes of the background job. Default 15 s.
+    pub fn health_check_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Timeout of one probe (connect, headers and body). Default 10 s.
+    pub fn health_check_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Consecutive failed probes before an endpoint is unhealthy. Default 2.
+    pub fn failure_threshold(mut self, threshold: f64) -> Self {
+        self.threshold = threshold;
+        self
+    }
+
+    /// Level at which failed probes are logged. Default `WARN`.
+    pub fn failure_log_level(mut self, level: tracing::Level) -> Self {
+        self.failure_log_level = level;
+        self
+    }
+
+    /// Load-balancing policy inside the best group. Default `Random`.
+    pub fn load_balancing_policy(mut self, name: impl Into<String>) -> Self {
+        self.load_balancing_policy = name.into();
+        self
+    }
+
+    /// Bound on probes in flight during a refresh. Default 64.
+    pub fn max_concurrent_probes(mut self, n: usize) -> Self {
+        self.max_concurrent_probes = n;
+        self
+    }
+
+    /// Builds the set.
+    ///
+    /// # Errors
+    /// No base URL, a base URL that is not an absolute http(s) URL, a bad health path or a
+    /// zero interval or timeout — every problem at once.
+    pub fn build(self) -> Result<EndpointSet, ConfigError> {
+        let mut urls = self.base_urls.clone();
+        for p in &self.preferred {
+            if !urls.contains(p) {
+                urls.push(p.clone());
+            }
+        }
+        let mut cluster = ClusterConfig::new(EndpointSet::CLUSTER)
+            .load_balancing_policy(self.load_balancing_policy.clone())
+            .metadata(CONSECUTIVE_FAILURES_THRESHOLD_KEY, self.threshold.to_string())
+            .active(
+                ActiveHealthCheckConfig::enabled()
+                    .interval(self.interval)
+                    .timeout(self.timeout)
+                    .path(self.health_path.clone()),
+            );
+        for url in &urls {
+            let tier = if self.preferred.is_empty() || self.preferred.contains(url) {
+                0
+            } else {
+                1
+            };
+            cluster = cluster.destination(DestinationConfig::new(url.clone(), url.clone()).priority(tier));
+        }
+        if urls.is_empty() {
+            return Err(ConfigError {
+                errors: vec![crate::config::Diagnostic {
+                    severity: crate::config::Severity::Error,
+                    path: "base_urls".into(),
+                    message: "an endpoint set needs at least one base URL".into(),
+                }],
+                warnings: Vec::new(),
+            });
+        }
+        let engine = Engine::new(Config::new().cluster(cluster))?;
+        Ok(EndpointSet {
+            inner: Arc::new(Inner {
+                engine,
+                prober: Prober::new(self.max_concurrent_probes),
+                interval: self.interval,
+                timeout: self.timeout,
+                failure_log_level: self.failure_log_level,
+            }),
+        })
+    }
+}
+
+/// A set of interchangeable base URLs with health checks: the ten-line way to "call one of these
+/// URLs, but a healthy one".
+///
+/// Cheap to clone; clones share state.
+#[derive(Debug, Clone)]
+pub struct EndpointSet {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    engine: Engine,
+    prober: Prober,
+    interval: Duration,
+    timeout: Duration,
+    failure_log_level: tracing::Level,
+}
+
+impl std::fmt::Debug for Prober {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prober")
+            .field("available_permits", &self.semaphore.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EndpointSet {
+    /// The id of the one cluster an endpoint set runs.
+    pub const CLUSTER: &'static str = "endpoints";
+
+    /// A builder over `base_urls`. With no preferred URLs all are tier 0; otherwise the
+    /// preferred ones are tier 0 and the rest tier 1.
+    pub fn builder<I, S>(base_urls: I) -> EndpointSetBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        EndpointSetBuilder {
+            base_urls: base_urls.into_iter().map(Into::into).collect(),
+            preferred: Vec::new(),
+            health_path: "/api/systemstatus".into(),
+            interval: Duration::from_secs(15),
+            timeout: Duration::from_secs(10),
+            threshold: 2.0,
+            failure_log_level: tracing::Level::WARN,
+            load_balancing_policy: "Random".into(),
+            max_concurrent_probes: 64,
+        }
+    }
+
+    /// The engine behind the set, for the wrapped client, status and events.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Probes every base URL now and updates health. A failed probe counts toward the threshold
+    /// and its reason is kept as the endpoint's last error.
+    pub async fn refresh(&self) {
+        let Some(plan) = self.inner.engine.round_plan(Self::CLUSTER) else {
+            return;
+        };
+        let results = self.inner.prober.round(&plan.snapshot, self.inner.timeout).await;
+        for failed in results.iter().filter(|r| !r.is_success()) {
+            log_at(self.inner.failure_log_level, &failed.destination, &failed.describe());
+        }
+        let _ = self.inner.engine.report_probe_round(Self::CLUSTER, &results);
+    }
+
+    /// The best group and its summary status (Healthy, Degraded or Unhealthy).
+    ///
+    /// # Errors
+    /// [`PickError::NoAvailableDestinations`] cannot happen with the default policies (the set
+    /// panics to all endpoints instead) but is kept for custom ones.
+    pub fn best_endpoints(&self) -> Result<BestEndpoints, PickError> {
+        self.inner.engine.best_endpoints(Self::CLUSTER)
+    }
+
+    /// A healthy endpoint from the best group; before anything is known it refreshes first.
+    ///
+    /// # Errors
+    /// As [`Engine::pick_endpoint`].
+    pub async fn pick_endpoint(&self) -> Result<PickHandle, PickError> {
+        if !self.inner.engine.first_round_done(Self::CLUSTER) {
+            self.refresh().await;
+        }
+        self.inner.engine.pick_endpoint(Self::CLUSTER)
+    }
+
+    /// Starts the background refresh job: a refresh every interval until the returned handle is
+    /// dropped or `cancel` fires. It survives probe errors (they are logged) and stops cleanly.
+    pub fn spawn_refresh(&self) -> RefreshJob {
+        self.spawn_refresh_with(CancellationToken::new())
+    }
+
+    /// [`spawn_refresh`](Self::spawn_refresh) stopping also when `cancel` fires.
+    pub fn spawn_refresh_with(&self, cancel: CancellationToken) -> RefreshJob {
+        let token = cancel.child_token();
+        let set = self.clone();
+        let stop = token.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = set.refresh() => {}
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(set.inner.interval) => {}
+                }
+            }
+            tracing::debug!(target: "healthpick", "endpoint set refresh job stopped");
+        });
+        RefreshJob {
+            cancel: token,
+            task: Some(task),
+        }
+    }
+}
+
+/// The background refresh job of an [`EndpointSet`]; dropping it stops the job.
+#[derive(Debug)]
+pub struct RefreshJob {
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RefreshJob {
+    /// Stops the job and waits until it has ended.
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RefreshJob {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn log_at(level: tracing::Level, endpoint: &str, what: &str) {
+    match level {
+        tracing::Level::ERROR => tracing::error!(target: "healthpick", endpoint, "health probe failed: {what}"),
+        tracing::Level::WARN => tracing::warn!(target: "healthpick", endpoint, "health probe failed: {what}"),
+        tracing::Level::INFO => tracing::info!(target: "healthpick", endpoint, "health probe failed: {what}"),
+        tracing::Level::DEBUG => tracing::debug!(target: "healthpick", endpoint, "health probe failed: {what}"),
+        tracing::Level::TRACE => tracing::trace!(target: "healthpick", endpoint, "health probe failed: {what}"),
+    }
+}

@@ -1,0 +1,208 @@
+//! The probe request (SPEC §3): what one active health check sends and how its response is
+//! judged. The [`monitor`](crate::monitor) decides when to probe; this module only probes.
+//!
+//! A probe is a `GET` with no body, `User-Agent: healthpick/<version> (active health check)`, the
+//! destination's `Host` header if configured, HTTP/1.1 unless the cluster asks for HTTP/2, and no
+//! redirects (a 3xx is a failure). One timeout covers connecting, the headers and reading the body,
+//! of which at most [`MAX_PROBE_BODY`] bytes are read. A 2xx is a success unless its body is a
+//! health payload saying `Unhealthy` (SPEC §9).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue, HOST, USER_AGENT};
+use reqwest::{Method, Version};
+use url::Url;
+
+use crate::config::ClusterConfig;
+use crate::destination::Destination;
+use crate::health::ProbeResult;
+use crate::service::HealthPayload;
+
+/// At most this much of a probe's body is read (64 KiB); a longer body is cut there.
+pub const MAX_PROBE_BODY: usize = 64 * 1024;
+
+/// The `User-Agent` of probes.
+pub const PROBE_USER_AGENT: &str = concat!(
+    "healthpick/",
+    env!("CARGO_PKG_VERSION"),
+    " (active health check)"
+);
+
+/// One probe to send: method, URI, headers and HTTP version.
+#[derive(Debug, Clone)]
+pub struct ProbeRequest {
+    /// Default `GET`.
+    pub method: Method,
+    /// The probe URI (SPEC §3).
+    pub uri: Url,
+    /// Headers; the default carries `User-Agent` and, when configured, `Host`.
+    pub headers: HeaderMap,
+    /// Default HTTP/1.1; HTTP/2 when the cluster's `HttpRequest:Version` is `2`.
+    pub version: Version,
+}
+
+/// Builds the probe request for a destination (YARP's `IProbingRequestFactory`). Replace it to
+/// probe with another method, extra headers or a different URI.
+///
+/// ```
+/// use healthpick::probe::{DefaultProbeRequestFactory, ProbeRequest, ProbeRequestFactory};
+/// use healthpick::config::ClusterConfig;
+/// use healthpick::Destination;
+/// use reqwest::header::HeaderValue;
+///
+/// /// The default probe plus an API key.
+/// struct WithKey;
+/// impl ProbeRequestFactory for WithKey {
+///     fn create(&self, cluster: &ClusterConfig, destination: &Destination) -> Result<ProbeRequest, String> {
+///         let mut request = DefaultProbeRequestFactory.create(cluster, destination)?;
+///         request.headers.insert("x-api-key", HeaderValue::from_static("secret"));
+///         Ok(request)
+///     }
+/// }
+/// ```
+pub trait ProbeRequestFactory: Send + Sync + 'static {
+    /// The request probing `destination` of `cluster`.
+    ///
+    /// # Errors
+    /// Why no request can be built; the probe then counts as failed with that reason.
+    fn create(
+        &self,
+        cluster: &ClusterConfig,
+        destination: &Destination,
+    ) -> Result<ProbeRequest, String>;
+}
+
+/// The SPEC §3 probe: `GET` of the probe URI with the healthpick User-Agent and the destination's
+/// Host header.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultProbeRequestFactory;
+
+impl ProbeRequestFactory for DefaultProbeRequestFactory {
+    fn create(
+        &self,
+        cluster: &ClusterConfig,
+        destination: &Destination,
+    ) -> Result<ProbeRequest, String> {
+        let active = cluster.health_check().active();
+        let base = destination.health_url().unwrap_or(destination.address());
+        let uri = crate::uri::probe_uri(base.as_str(), active.path_setting(), active.query_setting())?;
+        let mut headers = HeaderMap::new();
+        headers.insert(USER_AGENT, HeaderValue::from_static(PROBE_USER_AGENT));
+        if let Some(host) = destination.host() {
+            let value = HeaderValue::from_str(host)
+                .map_err(|_| format!("Host `{host}` is not a valid header value"))?;
+            headers.insert(HOST, value);
+        }
+        Ok(ProbeRequest {
+            method: Method::GET,
+            uri,
+            headers,
+            version: http_version(cluster.http_version_setting()),
+        })
+    }
+}
+
+/// `HttpRequest:Version` as YARP writes it (`"1.1"`, `"2"`, `"2.0"`); anything else is HTTP/1.1.
+fn http_version(setting: Option<&str>) -> Version {
+    match setting.map(str::trim) {
+        Some("2") | Some("2.0") => Version::HTTP_2,
+        Some("1.0") => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    }
+}
+
+/// The HTTP client probes share: one connection pool, no redirects, no proxy.
+pub(crate) fn probe_client(accept_invalid_certs: bool) -> reqwest::Client {
+    let builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .pool_idle_timeout(Duration::from_secs(90));
+    #[cfg(any(feature = "rustls", feature = "native-tls"))]
+    let builder = builder.tls_danger_accept_invalid_certs(accept_invalid_certs);
+    #[cfg(not(any(feature = "rustls", feature = "native-tls")))]
+    let _ = accept_invalid_certs;
+    builder.build().unwrap_or_else(|e| {
+        tracing::error!(target: "healthpick", "cannot build the probe client ({e}); using defaults");
+        reqwest::Client::new()
+    })
+}
+
+/// Sends one probe and judges it. Never takes longer than `timeout`, never panics.
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    destination: Arc<str>,
+    request: Result<ProbeRequest, String>,
+    timeout: Duration,
+) -> ProbeResult {
+    let request = match request {
+        Ok(r) => r,
+        Err(why) => return ProbeResult::error(&*destination, format!("cannot build the probe: {why}")),
+    };
+    match tokio::time::timeout(timeout, exchange(client, request)).await {
+        Ok(Ok((status, body))) => {
+            let result = ProbeResult::status(&*destination, status);
+            match body
+                .filter(|_| (200..300).contains(&status))
+                .and_then(|b| HealthPayload::parse(&b))
+                .and_then(|p| p.reported())
+            {
+                Some(reported) => result.with_payload(reported),
+                None => result,
+            }
+        }
+        Ok(Err(e)) => ProbeResult::error(&*destination, e),
+        Err(_) => ProbeResult::error(
+            &*destination,
+            format!("timed out after {} ms", timeout.as_millis()),
+        ),
+    }
+}
+
+/// Status and (for a 2xx) the first [`MAX_PROBE_BODY`] bytes of the body.
+async fn exchange(
+    client: &reqwest::Client,
+    request: ProbeRequest,
+) -> Result<(u16, Option<Vec<u8>>), String> {
+    let mut response = client
+        .request(request.method, request.uri)
+        .headers(request.headers)
+        .version(request.version)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Ok((status, None));
+    }
+    let mut body = Vec::new();
+    while body.len() < MAX_PROBE_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_PROBE_BODY - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(format!("reading the body failed: {}", describe(&e))),
+        }
+    }
+    Ok((status, Some(body)))
+}
+
+/// A reqwest error with its causes, which carry the useful part ("connection refused").
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = if e.is_connect() {
+        "connect failed".to_string()
+    } else if e.is_timeout() {
+        "timed out".to_string()
+    } else {
+        e.to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
