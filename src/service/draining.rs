@@ -52,10 +52,19 @@ const DEFAULT_DELAY: Duration = Duration::from_secs(10);
 ///
 /// With axum (feature `axum`), the shutdown side is one line:
 ///
-/// ```ignore
+/// ```no_run
+/// # #[cfg(feature = "axum")]
+/// # async fn run(
+/// #     app: axum::Router,
+/// #     listener: tokio::net::TcpListener,
+/// #     draining: healthpick::service::Draining,
+/// #     shutdown_requested: tokio::sync::oneshot::Receiver<()>,
+/// # ) -> std::io::Result<()> {
+/// # use healthpick::service::health_router;
 /// axum::serve(listener, app.merge(health_router(draining.clone())))
-///     .with_graceful_shutdown(draining.shutdown_signal(tokio::signal::ctrl_c()))
-///     .await?;
+///     .with_graceful_shutdown(draining.shutdown_signal(shutdown_requested)) // e.g. on SIGTERM
+///     .await
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Draining {
