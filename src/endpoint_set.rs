@@ -112,7 +112,10 @@ impl EndpointSetBuilder {
         }
         let mut cluster = ClusterConfig::new(EndpointSet::CLUSTER)
             .load_balancing_policy(self.load_balancing_policy.clone())
-            .metadata(CONSECUTIVE_FAILURES_THRESHOLD_KEY, self.threshold.to_string())
+            .metadata(
+                CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+                self.threshold.to_string(),
+            )
             .active(
                 ActiveHealthCheckConfig::enabled()
                     .interval(self.interval)
@@ -125,7 +128,8 @@ impl EndpointSetBuilder {
             } else {
                 1
             };
-            cluster = cluster.destination(DestinationConfig::new(url.clone(), url.clone()).priority(tier));
+            cluster = cluster
+                .destination(DestinationConfig::new(url.clone(), url.clone()).priority(tier));
         }
         if urls.is_empty() {
             return Err(ConfigError {
@@ -211,11 +215,22 @@ impl EndpointSet {
         let Some(plan) = self.inner.engine.round_plan(Self::CLUSTER) else {
             return;
         };
-        let results = self.inner.prober.round(&plan.snapshot, self.inner.timeout).await;
+        let results = self
+            .inner
+            .prober
+            .round(&plan.snapshot, self.inner.timeout)
+            .await;
         for failed in results.iter().filter(|r| !r.is_success()) {
-            log_at(self.inner.failure_log_level, &failed.destination, &failed.describe());
+            log_at(
+                self.inner.failure_log_level,
+                &failed.destination,
+                &failed.describe(),
+            );
         }
-        let _ = self.inner.engine.report_probe_round(Self::CLUSTER, &results);
+        let _ = self
+            .inner
+            .engine
+            .report_probe_round(Self::CLUSTER, &results);
     }
 
     /// The best group and its summary status (Healthy, Degraded or Unhealthy).
@@ -294,10 +309,20 @@ impl Drop for RefreshJob {
 
 fn log_at(level: tracing::Level, endpoint: &str, what: &str) {
     match level {
-        tracing::Level::ERROR => tracing::error!(target: "healthpick", endpoint, "health probe failed: {what}"),
-        tracing::Level::WARN => tracing::warn!(target: "healthpick", endpoint, "health probe failed: {what}"),
-        tracing::Level::INFO => tracing::info!(target: "healthpick", endpoint, "health probe failed: {what}"),
-        tracing::Level::DEBUG => tracing::debug!(target: "healthpick", endpoint, "health probe failed: {what}"),
-        tracing::Level::TRACE => tracing::trace!(target: "healthpick", endpoint, "health probe failed: {what}"),
+        tracing::Level::ERROR => {
+            tracing::error!(target: "healthpick", endpoint, "health probe failed: {what}")
+        }
+        tracing::Level::WARN => {
+            tracing::warn!(target: "healthpick", endpoint, "health probe failed: {what}")
+        }
+        tracing::Level::INFO => {
+            tracing::info!(target: "healthpick", endpoint, "health probe failed: {what}")
+        }
+        tracing::Level::DEBUG => {
+            tracing::debug!(target: "healthpick", endpoint, "health probe failed: {what}")
+        }
+        tracing::Level::TRACE => {
+            tracing::trace!(target: "healthpick", endpoint, "health probe failed: {what}")
+        }
     }
 }

@@ -75,7 +75,6 @@ mod uri;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};
-pub use monitor::ActiveMonitor;
 pub use destination::{Destination, PickHandle};
 pub use endpoint_set::{EndpointSet, EndpointSetBuilder, RefreshJob};
 pub use engine::{BestEndpoints, Engine, EngineBuilder};
@@ -85,6 +84,7 @@ pub use health::{
     HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason, ReportedHealth,
     RequestOutcome,
 };
+pub use monitor::ActiveMonitor;
 pub use registry::PolicyRegistry;
 pub use status::{ClusterStatus, DestinationStatus, EngineStatus};
 pub use uri::probe_uri;

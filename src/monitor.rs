@@ -184,7 +184,11 @@ impl Prober {
         let mut probes = JoinSet::new();
         for destination in &snapshot.all {
             let request = self.factory.create(config, destination);
-            let (client, semaphore, id) = (client.clone(), self.semaphore.clone(), destination.id.clone());
+            let (client, semaphore, id) = (
+                client.clone(),
+                self.semaphore.clone(),
+                destination.id.clone(),
+            );
             probes.spawn(async move {
                 // The timeout starts once the probe may go: waiting for the bound is not the
                 // destination's fault.
@@ -224,9 +228,8 @@ async fn supervise(engine: Engine, shared: Arc<Shared>, cancel: CancellationToke
             keep
         });
         for (id, key) in wanted.into_iter().zip(wanted_keys) {
-            if !clusters.contains_key(&key) {
-                let token = cancel.child_token();
-                clusters.insert(key, token.clone());
+            if let std::collections::hash_map::Entry::Vacant(slot) = clusters.entry(key) {
+                let token = slot.insert(cancel.child_token()).clone();
                 tasks.spawn(probe_cluster(engine.clone(), id, shared.clone(), token));
             }
         }
@@ -241,7 +244,15 @@ async fn supervise(engine: Engine, shared: Arc<Shared>, cancel: CancellationToke
 }
 
 /// Probes one cluster round after round until it is removed, disabled or the monitor stops.
-async fn probe_cluster(engine: Engine, cluster: String, shared: Arc<Shared>, token: CancellationToken) {
+async fn probe_cluster(
+    engine: Engine,
+    cluster: String,
+    shared: Arc<Shared>,
+    token: CancellationToken,
+) {
+    // A task that ends by itself (cluster removed or disabled) marks its token, so the
+    // supervisor starts a fresh one if the cluster comes back.
+    let _ended = token.clone().drop_guard();
     let mut changes = engine.config_changes();
     loop {
         let Some(plan) = engine.round_plan(&cluster) else {
@@ -257,7 +268,11 @@ async fn probe_cluster(engine: Engine, cluster: String, shared: Arc<Shared>, tok
             Duration::ZERO
         } else {
             let nanos = u64::try_from(shared.jitter.as_nanos()).unwrap_or(u64::MAX);
-            Duration::from_nanos(shared.rng.index(usize::try_from(nanos).unwrap_or(usize::MAX)) as u64)
+            Duration::from_nanos(
+                shared
+                    .rng
+                    .index(usize::try_from(nanos).unwrap_or(usize::MAX)) as u64,
+            )
         };
         changes.mark_unchanged();
         // Wait `Interval` from the end of the round; a reload with a new interval re-reads it

@@ -86,7 +86,8 @@ impl ProbeRequestFactory for DefaultProbeRequestFactory {
     ) -> Result<ProbeRequest, String> {
         let active = cluster.health_check().active();
         let base = destination.health_url().unwrap_or(destination.address());
-        let uri = crate::uri::probe_uri(base.as_str(), active.path_setting(), active.query_setting())?;
+        let uri =
+            crate::uri::probe_uri(base.as_str(), active.path_setting(), active.query_setting())?;
         let mut headers = HeaderMap::new();
         headers.insert(USER_AGENT, HeaderValue::from_static(PROBE_USER_AGENT));
         if let Some(host) = destination.host() {
@@ -137,7 +138,9 @@ pub(crate) async fn send(
 ) -> ProbeResult {
     let request = match request {
         Ok(r) => r,
-        Err(why) => return ProbeResult::error(&*destination, format!("cannot build the probe: {why}")),
+        Err(why) => {
+            return ProbeResult::error(&*destination, format!("cannot build the probe: {why}"))
+        }
     };
     match tokio::time::timeout(timeout, exchange(client, request)).await {
         Ok(Ok((status, body))) => {

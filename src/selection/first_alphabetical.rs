@@ -12,6 +12,13 @@ use crate::destination::Destination;
 pub struct FirstAlphabetical;
 
 fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        // Byte-wise is ~10x faster than Unicode lower-casing, and the same for ASCII.
+        return a
+            .bytes()
+            .map(|c| c.to_ascii_lowercase())
+            .cmp(b.bytes().map(|c| c.to_ascii_lowercase()));
+    }
     a.chars()
         .flat_map(char::to_lowercase)
         .cmp(b.chars().flat_map(char::to_lowercase))
