@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast, Notify};
 
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{ClusterRuntime, ClusterSettings};
+use crate::cluster::{ClusterRuntime, ClusterSettings, ClusterSnapshot};
 use crate::config::{
     fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics, HealthPolicyOptions,
 };
@@ -223,16 +223,26 @@ impl EngineBuilder {
     }
 }
 
-/// Clusters indexed by case-folded id.
-#[derive(Default)]
+/// Every cluster's runtime and current snapshot, indexed by case-folded id: what a pick reads
+/// with a single atomic load. Health changes replace the one entry they touch.
+#[derive(Default, Clone)]
 pub(crate) struct ClusterTable {
-    by_id: HashMap<Box<str>, Arc<ClusterRuntime>, foldhash::fast::RandomState>,
-    order: Vec<Arc<ClusterRuntime>>,
+    by_id: HashMap<Arc<str>, ClusterEntry, foldhash::fast::RandomState>,
+    /// Folded ids in config order.
+    order: Vec<Arc<str>>,
+}
+
+/// One cluster in the table.
+#[derive(Clone)]
+pub(crate) struct ClusterEntry {
+    pub runtime: Arc<ClusterRuntime>,
+    pub snapshot: Arc<ClusterSnapshot>,
 }
 
 impl ClusterTable {
     /// Looks up a cluster without allocating for ASCII ids of up to 64 bytes.
-    fn get(&self, id: &str) -> Option<&Arc<ClusterRuntime>> {
+    #[inline]
+    fn get(&self, id: &str) -> Option<&ClusterEntry> {
         if !id.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
             return self.by_id.get(id);
         }
@@ -246,6 +256,11 @@ impl ClusterTable {
                 .and_then(|k| self.by_id.get(k));
         }
         self.by_id.get(fold_case(id).as_str())
+    }
+
+    /// Entries in config order.
+    fn entries(&self) -> impl Iterator<Item = &ClusterEntry> {
+        self.order.iter().filter_map(|k| self.by_id.get(k))
     }
 }
 
@@ -277,7 +292,23 @@ impl Drop for EngineCore {
 
 impl EngineCore {
     pub fn cluster(&self, id: &str) -> Option<Arc<ClusterRuntime>> {
-        self.clusters.load().get(id).cloned()
+        self.clusters.load().get(id).map(|e| e.runtime.clone())
+    }
+
+    /// Mirrors a cluster's newly published snapshot into the table picks read. Called under the
+    /// cluster's update lock, so mirrors of one cluster happen in publish order.
+    pub fn mirror(&self, snapshot: &Arc<ClusterSnapshot>) {
+        let key = fold_case(&snapshot.settings.id);
+        if self.clusters.load().get(&key).is_none() {
+            return; // not in the table yet: the config being applied will add it
+        }
+        self.clusters.rcu(|table| {
+            let mut table = ClusterTable::clone(table);
+            if let Some(entry) = table.by_id.get_mut(key.as_str()) {
+                entry.snapshot = snapshot.clone();
+            }
+            table
+        });
     }
 
     pub fn emit(&self, event: HealthEvent) {
@@ -404,7 +435,7 @@ impl Engine {
         let options = config.health_policies.unwrap_or(core.options);
         let old = core.clusters.load_full();
         let now = core.clock.now();
-        let mut table = ClusterTable::default();
+        let mut runtimes: Vec<(Arc<str>, Arc<ClusterRuntime>)> = Vec::new();
         for cluster in &config.clusters {
             let settings = Arc::new(ClusterSettings::resolve(
                 cluster,
@@ -415,7 +446,7 @@ impl Engine {
             ));
             let runtime = old
                 .get(&cluster.id)
-                .cloned()
+                .map(|e| e.runtime.clone())
                 .unwrap_or_else(|| Arc::new(ClusterRuntime::new(settings.clone())));
             let mut book = runtime.book.lock();
             let previous = runtime.snapshot.load_full();
@@ -448,12 +479,25 @@ impl Engine {
                 .collect();
             updater::publish(core, &runtime, &mut book, settings, destinations, now);
             drop(book);
-            table
-                .by_id
-                .insert(fold_case(&cluster.id).into(), runtime.clone());
-            table.order.push(runtime);
+            runtimes.push((Arc::from(fold_case(&cluster.id)), runtime));
+        }
+        // Build the table from the latest snapshots while holding every cluster's update lock, so
+        // a health change racing with this reload is neither lost nor applied to a stale table.
+        let books: Vec<_> = runtimes.iter().map(|(_, r)| r.book.lock()).collect();
+        let mut table = ClusterTable::default();
+        for (key, runtime) in &runtimes {
+            let snapshot = runtime.snapshot.load_full();
+            table.by_id.insert(
+                key.clone(),
+                ClusterEntry {
+                    runtime: runtime.clone(),
+                    snapshot,
+                },
+            );
+            table.order.push(key.clone());
         }
         core.clusters.store(Arc::new(table));
+        drop(books);
         core.config_generation.send_modify(|g| *g += 1);
         tracing::info!(target: "healthpick", clusters = config.clusters.len(), "configuration applied");
     }
@@ -468,12 +512,12 @@ impl Engine {
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
         let table = self.core.clusters.load();
-        let Some(runtime) = table.get(cluster) else {
+        let Some(entry) = table.get(cluster) else {
             return Err(PickError::UnknownCluster {
                 cluster: cluster.to_string(),
             });
         };
-        let snapshot = runtime.snapshot.load();
+        let snapshot = &entry.snapshot;
         let group = &snapshot.best;
         let index = match group.len() {
             0 => {
@@ -485,7 +529,7 @@ impl Engine {
             n => {
                 let ctx = PickContext {
                     rng: &self.core.rng,
-                    counter: &runtime.counter,
+                    counter: &entry.runtime.counter,
                 };
                 snapshot.settings.load_balancing.pick(&ctx, group) % n
             }
@@ -519,12 +563,12 @@ impl Engine {
         exclude: &[S],
     ) -> Result<PickHandle, PickError> {
         let table = self.core.clusters.load();
-        let Some(runtime) = table.get(cluster) else {
+        let Some(entry) = table.get(cluster) else {
             return Err(PickError::UnknownCluster {
                 cluster: cluster.to_string(),
             });
         };
-        let snapshot = runtime.snapshot.load();
+        let snapshot = &entry.snapshot;
         let ctx = snapshot.settings.available_context();
         let group = crate::selection::best_group_excluding(&ctx, &snapshot.available, exclude);
         let index = match group.len() {
@@ -537,7 +581,7 @@ impl Engine {
             n => {
                 let ctx = PickContext {
                     rng: &self.core.rng,
-                    counter: &runtime.counter,
+                    counter: &entry.runtime.counter,
                 };
                 snapshot.settings.load_balancing.pick(&ctx, &group) % n
             }
@@ -578,10 +622,9 @@ impl Engine {
             .core
             .clusters
             .load()
-            .order
-            .iter()
-            .filter(|r| r.snapshot.load().settings.active.is_some())
-            .map(|r| r.first_round.subscribe())
+            .entries()
+            .filter(|e| e.snapshot.settings.active.is_some())
+            .map(|e| e.runtime.first_round.subscribe())
             .collect();
         for mut first_round in pending {
             let _ = first_round.wait_for(|done| *done).await;
@@ -613,9 +656,8 @@ impl Engine {
         self.core
             .clusters
             .load()
-            .order
-            .iter()
-            .map(|r| r.snapshot.load().settings.clone())
+            .entries()
+            .map(|e| e.snapshot.settings.clone())
             .filter(|s| s.active.is_some())
             .map(|s| s.id.to_string())
             .collect()
@@ -697,9 +739,8 @@ impl Engine {
         self.core
             .clusters
             .load()
-            .order
-            .iter()
-            .map(|c| c.snapshot.load().settings.id.to_string())
+            .entries()
+            .map(|e| e.snapshot.settings.id.to_string())
             .collect()
     }
 
@@ -715,10 +756,9 @@ impl Engine {
     pub fn status(&self) -> EngineStatus {
         let table = self.core.clusters.load();
         let clusters = table
-            .order
-            .iter()
-            .map(|runtime| {
-                let snapshot = runtime.snapshot.load();
+            .entries()
+            .map(|entry| {
+                let snapshot = &entry.snapshot;
                 let settings = &snapshot.settings;
                 let destinations = snapshot
                     .all

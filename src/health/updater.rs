@@ -144,6 +144,8 @@ pub(crate) fn probe_round(
         .filter_map(|r| by_id.get(&fold_case(&r.destination)).map(|d| (*d, r)))
         .collect();
     if round.is_empty() {
+        // A round over no (known) destination still counts as the cluster's first round.
+        runtime.first_round.send_replace(true);
         return 0;
     }
     let ctx = ActivePolicyContext { settings, now };
@@ -333,14 +335,16 @@ pub(crate) fn publish(
         .map(|d| d.id.clone())
         .collect();
     let panic = availability.panic;
-    runtime.snapshot.store(Arc::new(ClusterSnapshot {
+    let snapshot = Arc::new(ClusterSnapshot {
         settings: settings.clone(),
         all,
         available: availability.destinations,
         best,
         best_class,
         panic,
-    }));
+    });
+    runtime.snapshot.store(snapshot.clone());
+    core.mirror(&snapshot);
     if book.published && panic != book.panic {
         if panic {
             tracing::info!(target: "healthpick", cluster = %settings.id, "no healthy destination left: entering panic mode, all destinations get traffic");
