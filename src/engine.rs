@@ -512,13 +512,26 @@ impl Engine {
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
         let table = self.core.clusters.load();
-        let Some(entry) = table.get(cluster) else {
-            return Err(PickError::UnknownCluster {
-                cluster: cluster.to_string(),
-            });
-        };
-        let snapshot = &entry.snapshot;
-        let group = &snapshot.best;
+        let entry = Self::entry(&table, cluster)?;
+        self.choose(entry, &entry.snapshot.best, cluster)
+    }
+
+    #[inline]
+    fn entry<'t>(table: &'t ClusterTable, cluster: &str) -> Result<&'t ClusterEntry, PickError> {
+        table.get(cluster).ok_or_else(|| PickError::UnknownCluster {
+            cluster: cluster.to_string(),
+        })
+    }
+
+    /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
+    /// returned without consulting it (SPEC §6).
+    #[inline]
+    fn choose(
+        &self,
+        entry: &ClusterEntry,
+        group: &[Arc<Destination>],
+        cluster: &str,
+    ) -> Result<PickHandle, PickError> {
         let index = match group.len() {
             0 => {
                 return Err(PickError::NoAvailableDestinations {
@@ -531,7 +544,7 @@ impl Engine {
                     rng: &self.core.rng,
                     counter: &entry.runtime.counter,
                 };
-                snapshot.settings.load_balancing.pick(&ctx, group) % n
+                entry.snapshot.settings.load_balancing.pick(&ctx, group) % n
             }
         };
         Ok(PickHandle::new(group[index].clone()))
@@ -563,30 +576,11 @@ impl Engine {
         exclude: &[S],
     ) -> Result<PickHandle, PickError> {
         let table = self.core.clusters.load();
-        let Some(entry) = table.get(cluster) else {
-            return Err(PickError::UnknownCluster {
-                cluster: cluster.to_string(),
-            });
-        };
+        let entry = Self::entry(&table, cluster)?;
         let snapshot = &entry.snapshot;
         let ctx = snapshot.settings.available_context();
         let group = crate::selection::best_group_excluding(&ctx, &snapshot.available, exclude);
-        let index = match group.len() {
-            0 => {
-                return Err(PickError::NoAvailableDestinations {
-                    cluster: cluster.to_string(),
-                })
-            }
-            1 => 0,
-            n => {
-                let ctx = PickContext {
-                    rng: &self.core.rng,
-                    counter: &entry.runtime.counter,
-                };
-                snapshot.settings.load_balancing.pick(&ctx, &group) % n
-            }
-        };
-        Ok(PickHandle::new(group[index].clone()))
+        self.choose(entry, &group, cluster)
     }
 
     /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
