@@ -728,6 +728,11 @@ impl Engine {
         &self.core.registry
     }
 
+    /// Whether a cluster has this id (case-insensitive).
+    pub fn has_cluster(&self, cluster: &str) -> bool {
+        self.core.clusters.load().get(cluster).is_some()
+    }
+
     /// Ids of the configured clusters, in config order.
     pub fn cluster_ids(&self) -> Vec<String> {
         self.core

@@ -55,6 +55,7 @@
 #![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod client;
 mod clock;
 mod cluster;
 pub mod config;
@@ -64,6 +65,8 @@ mod engine;
 mod error;
 mod events;
 pub mod health;
+#[cfg(feature = "middleware")]
+pub mod middleware;
 pub mod monitor;
 pub mod probe;
 mod registry;
@@ -73,6 +76,9 @@ pub mod service;
 mod status;
 mod uri;
 
+pub use client::{
+    AttemptFailure, ClientError, HealthAwareClient, RequestBuilder, Response, RetryPolicy,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};
 pub use destination::{Destination, PickHandle};

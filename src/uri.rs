@@ -56,6 +56,23 @@ pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<
     Ok(url)
 }
 
+/// The URL of a request to `path_and_query` (`/api/orders?id=7`) on a destination whose base
+/// URL is `base`, by the same rules as probe URIs (SPEC §8): the base path with one trailing `/`
+/// removed, then the path, then the query verbatim. A path without a leading `/` gets one.
+pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Result<Url, String> {
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(format!("?{q}"))),
+        None => (path_and_query, None),
+    };
+    let path = if path.is_empty() || path.starts_with('/') {
+        std::borrow::Cow::Borrowed(path)
+    } else {
+        std::borrow::Cow::Owned(format!("/{path}"))
+    };
+    let path = if path.is_empty() { None } else { Some(&*path) };
+    probe_uri(base.as_str(), path, query.as_deref())
+}
+
 #[cfg(test)]
 mod tests {
     use super::probe_uri;
@@ -113,6 +130,16 @@ mod tests {
             uri("HTTP://LocalHost:80/Api", None, None),
             "http://localhost/Api"
         );
+    }
+
+    #[test]
+    fn request_urls_join_path_and_query() {
+        let base = url::Url::parse("http://h:81/svc/").unwrap();
+        let u = |p: &str| super::request_url(&base, p).unwrap().to_string();
+        assert_eq!(u("/api/orders?id=7"), "http://h:81/svc/api/orders?id=7");
+        assert_eq!(u("api/orders"), "http://h:81/svc/api/orders");
+        assert_eq!(u(""), "http://h:81/svc/");
+        assert_eq!(u("?x=1"), "http://h:81/svc/?x=1");
     }
 
     #[test]

@@ -1,0 +1,618 @@
+//! The health-aware HTTP client (SPEC §8): a wrapped `reqwest::Client` that picks the
+//! destination, reports every attempt's outcome to passive health checks (SPEC §4), and retries
+//! an idempotent request that failed before any response on another destination — the next best
+//! of the same tier, then the next tier — within a per-cluster retry budget.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use reqwest::{Method, StatusCode};
+use tower::retry::budget::{Budget, TpsBudget};
+use url::Url;
+
+use crate::config::fold_case;
+use crate::destination::PickHandle;
+use crate::engine::Engine;
+use crate::error::PickError;
+use crate::health::RequestOutcome;
+use crate::{Destination, EndpointSet};
+
+/// How retries are limited: attempts per call and a per-cluster budget.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts per call, the first included. Default 3.
+    pub max_attempts: usize,
+    /// Retries may add at most this fraction of the cluster's requests. Default 0.2.
+    pub retry_ratio: f32,
+    /// ... plus this many retries per second. Default 10.
+    pub min_retries_per_second: u32,
+    /// Window over which the budget counts. Default 10 s.
+    pub budget_window: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            retry_ratio: 0.2,
+            min_retries_per_second: 10,
+            budget_window: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Per-cluster retry budgets, shared by the client and the middleware.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    pub policy: RetryPolicy,
+    budgets: Mutex<HashMap<String, Arc<TpsBudget>>>,
+}
+
+impl Retries {
+    pub fn new(policy: RetryPolicy) -> Self {
+        Retries {
+            policy,
+            budgets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The budget of `cluster`, on which one request has just been deposited.
+    pub fn request(&self, cluster: &str) -> Arc<TpsBudget> {
+        let budget = self
+            .budgets
+            .lock()
+            .entry(fold_case(cluster))
+            .or_insert_with(|| {
+                Arc::new(TpsBudget::new(
+                    self.policy.budget_window,
+                    self.policy.min_retries_per_second,
+                    self.policy.retry_ratio,
+                ))
+            })
+            .clone();
+        budget.deposit();
+        budget
+    }
+}
+
+/// Whether `method` may be retried without being marked: GET, HEAD, OPTIONS, PUT, DELETE, TRACE.
+pub(crate) fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    )
+}
+
+/// One failed attempt of a call.
+#[derive(Debug)]
+pub struct AttemptFailure {
+    /// The destination tried.
+    pub destination: String,
+    /// The URL sent to.
+    pub url: Url,
+    /// What went wrong.
+    pub error: reqwest::Error,
+}
+
+/// Why a call through [`HealthAwareClient`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No destination of the cluster may receive traffic (nothing was sent).
+    #[error("no available destinations in cluster `{cluster}`")]
+    NoAvailableDestinations {
+        /// The cluster.
+        cluster: String,
+    },
+    /// No cluster has this id.
+    #[error("unknown cluster `{cluster}`")]
+    UnknownCluster {
+        /// The cluster id as asked.
+        cluster: String,
+    },
+    /// Every attempt failed without a response; each destination tried is listed.
+    #[error("request to cluster `{cluster}` failed: {}", describe_attempts(.attempts))]
+    Request {
+        /// The cluster.
+        cluster: String,
+        /// Every attempt, in order.
+        attempts: Vec<AttemptFailure>,
+    },
+    /// The request could not be built (bad header, path or body).
+    #[error("invalid request: {0}")]
+    Builder(String),
+}
+
+fn describe_attempts(attempts: &[AttemptFailure]) -> String {
+    attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "destination `{}` ({}): {}",
+                a.destination,
+                a.url,
+                chain(&a.error)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl ClientError {
+    /// True when nothing was sent because the cluster had no available destination.
+    pub fn is_no_available_destinations(&self) -> bool {
+        matches!(self, ClientError::NoAvailableDestinations { .. })
+    }
+
+    /// The last destination tried, if any request was sent.
+    pub fn destination(&self) -> Option<&str> {
+        match self {
+            ClientError::Request { attempts, .. } => {
+                attempts.last().map(|a| a.destination.as_str())
+            }
+            _ => None,
+        }
+    }
+
+    /// Every failed attempt, in order.
+    pub fn attempts(&self) -> &[AttemptFailure] {
+        match self {
+            ClientError::Request { attempts, .. } => attempts,
+            _ => &[],
+        }
+    }
+
+    /// The underlying reqwest error of the last attempt.
+    pub fn reqwest_error(&self) -> Option<&reqwest::Error> {
+        self.attempts().last().map(|a| &a.error)
+    }
+}
+
+impl From<PickError> for ClientError {
+    fn from(e: PickError) -> Self {
+        match e {
+            PickError::NoAvailableDestinations { cluster } => {
+                ClientError::NoAvailableDestinations { cluster }
+            }
+            PickError::UnknownCluster { cluster } => ClientError::UnknownCluster { cluster },
+        }
+    }
+}
+
+/// A `reqwest::Client` that routes by cluster through an [`Engine`].
+///
+/// ```no_run
+/// use healthpick::{Engine, HealthAwareClient};
+///
+/// # async fn run(engine: Engine) -> Result<(), Box<dyn std::error::Error>> {
+/// let client = HealthAwareClient::new(reqwest::Client::new(), engine);
+/// let response = client.get("payments", "/api/orders?id=7").send().await?;
+/// println!("{} answered {}", response.destination().id(), response.status());
+/// let body = response.text().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct HealthAwareClient {
+    inner: Arc<ClientInner>,
+}
+
+#[derive(Debug)]
+struct ClientInner {
+    http: reqwest::Client,
+    engine: Engine,
+    default_cluster: Option<String>,
+    retries: Retries,
+}
+
+impl HealthAwareClient {
+    /// Wraps `http` (its pool, TLS and timeouts are used as they are) with the default
+    /// [`RetryPolicy`].
+    pub fn new(http: reqwest::Client, engine: Engine) -> Self {
+        Self::with_retry_policy(http, engine, RetryPolicy::default())
+    }
+
+    /// Wraps `http` with a custom retry policy.
+    pub fn with_retry_policy(http: reqwest::Client, engine: Engine, policy: RetryPolicy) -> Self {
+        HealthAwareClient {
+            inner: Arc::new(ClientInner {
+                http,
+                engine,
+                default_cluster: None,
+                retries: Retries::new(policy),
+            }),
+        }
+    }
+
+    /// A client for an [`EndpointSet`]: [`get_default`](Self::get_default) and friends use its
+    /// cluster.
+    pub fn for_endpoint_set(http: reqwest::Client, set: &EndpointSet) -> Self {
+        HealthAwareClient {
+            inner: Arc::new(ClientInner {
+                http,
+                engine: set.engine().clone(),
+                default_cluster: Some(EndpointSet::CLUSTER.to_string()),
+                retries: Retries::new(RetryPolicy::default()),
+            }),
+        }
+    }
+
+    /// The engine routing this client.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// A request with any method to `path` (`/api/orders?id=7`) on `cluster`.
+    pub fn request(&self, method: Method, cluster: &str, path: &str) -> RequestBuilder {
+        RequestBuilder {
+            client: self.clone(),
+            cluster: cluster.to_string(),
+            method,
+            path: path.to_string(),
+            headers: HeaderMap::new(),
+            query: Vec::new(),
+            body: None,
+            timeout: None,
+            retryable: None,
+            error: None,
+        }
+    }
+
+    /// A request on the default cluster (the endpoint set's).
+    pub fn request_default(&self, method: Method, path: &str) -> RequestBuilder {
+        let cluster = self.inner.default_cluster.clone().unwrap_or_default();
+        self.request(method, &cluster, path)
+    }
+
+    /// `GET` on the default cluster.
+    pub fn get_default(&self, path: &str) -> RequestBuilder {
+        self.request_default(Method::GET, path)
+    }
+
+    /// `GET`.
+    pub fn get(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::GET, cluster, path)
+    }
+
+    /// `POST` (not retried unless marked [`retryable`](RequestBuilder::retryable)).
+    pub fn post(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::POST, cluster, path)
+    }
+
+    /// `PUT`.
+    pub fn put(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::PUT, cluster, path)
+    }
+
+    /// `DELETE`.
+    pub fn delete(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::DELETE, cluster, path)
+    }
+
+    /// `HEAD`.
+    pub fn head(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::HEAD, cluster, path)
+    }
+}
+
+/// A request being built; mirrors `reqwest::RequestBuilder`.
+#[derive(Debug)]
+#[must_use = "a request does nothing until sent"]
+pub struct RequestBuilder {
+    client: HealthAwareClient,
+    cluster: String,
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    query: Vec<String>,
+    /// Kept as bytes so every attempt can send it again.
+    body: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    retryable: Option<bool>,
+    error: Option<String>,
+}
+
+impl RequestBuilder {
+    /// Adds a header.
+    pub fn header<K, V>(mut self, key: K, value: V) -> Self
+    where
+        HeaderName: TryFrom<K>,
+        HeaderValue: TryFrom<V>,
+        <HeaderName as TryFrom<K>>::Error: std::fmt::Display,
+        <HeaderValue as TryFrom<V>>::Error: std::fmt::Display,
+    {
+        match (HeaderName::try_from(key), HeaderValue::try_from(value)) {
+            (Ok(k), Ok(v)) => {
+                self.headers.append(k, v);
+            }
+            (Err(e), _) => self.error = Some(format!("bad header name: {e}")),
+            (_, Err(e)) => self.error = Some(format!("bad header value: {e}")),
+        }
+        self
+    }
+
+    /// Adds headers.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// Appends URL-encoded query parameters (`&[("id", "7")]`, a struct, a map).
+    pub fn query<T: serde::Serialize + ?Sized>(mut self, query: &T) -> Self {
+        match serde_urlencoded::to_string(query) {
+            Ok(q) if q.is_empty() => {}
+            Ok(q) => self.query.push(q),
+            Err(e) => self.error = Some(format!("bad query: {e}")),
+        }
+        self
+    }
+
+    /// Sets a JSON body and `Content-Type: application/json`.
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, json: &T) -> Self {
+        match serde_json::to_vec(json) {
+            Ok(body) => {
+                self.headers.insert(
+                    reqwest::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                self.body = Some(body);
+            }
+            Err(e) => self.error = Some(format!("bad JSON body: {e}")),
+        }
+        self
+    }
+
+    /// Sets the body. It is kept in memory so that a retry can send it again.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Timeout of each attempt (from sending until the response headers arrive).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Marks the request as safe (or not) to retry on another destination. Default: true for
+    /// GET, HEAD, OPTIONS, PUT, DELETE and TRACE, false otherwise.
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = Some(retryable);
+        self
+    }
+
+    /// Sends the request: picks a destination, sends, reports the outcome, and on a transport
+    /// failure before any response retries a retryable request on another destination.
+    ///
+    /// # Errors
+    /// [`ClientError::NoAvailableDestinations`] when nothing may be called,
+    /// [`ClientError::Request`] with every attempt when none got a response.
+    pub async fn send(self) -> Result<Response, ClientError> {
+        if let Some(e) = self.error {
+            return Err(ClientError::Builder(e));
+        }
+        let inner = &self.client.inner;
+        let retries = &inner.retries;
+        let retryable = self
+            .retryable
+            .unwrap_or_else(|| is_idempotent(&self.method));
+        let budget = retries.request(&self.cluster);
+        let path = if self.query.is_empty() {
+            self.path.clone()
+        } else {
+            let joiner = if self.path.contains('?') { '&' } else { '?' };
+            format!("{}{joiner}{}", self.path, self.query.join("&"))
+        };
+        let mut tried: Vec<String> = Vec::new();
+        let mut failures: Vec<AttemptFailure> = Vec::new();
+        for attempt in 1..=retries.policy.max_attempts.max(1) {
+            let pick = if tried.is_empty() {
+                inner.engine.pick_endpoint_ready(&self.cluster).await
+            } else {
+                inner.engine.pick_endpoint_excluding(&self.cluster, &tried)
+            };
+            let pick = match pick {
+                Ok(pick) => pick,
+                Err(e) if failures.is_empty() => return Err(e.into()),
+                Err(_) => break, // nothing left to retry on
+            };
+            let url =
+                crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
+            let mut request = inner
+                .http
+                .request(self.method.clone(), url.clone())
+                .headers(self.headers.clone());
+            if let Some(host) = pick.destination().host() {
+                if let Ok(value) = HeaderValue::from_str(host) {
+                    request = request.header(HOST, value);
+                }
+            }
+            if let Some(timeout) = self.timeout {
+                request = request.timeout(timeout);
+            }
+            if let Some(body) = &self.body {
+                request = request.body(body.clone());
+            }
+            let attempt_guard = Attempt::new(pick);
+            match request.send().await {
+                Ok(response) => return Ok(Response::new(response, attempt_guard)),
+                Err(error) => {
+                    let destination = attempt_guard.fail();
+                    tracing::debug!(target: "healthpick", cluster = %self.cluster, %destination, %url, error = %chain(&error), "attempt failed before any response");
+                    tried.push(destination.clone());
+                    failures.push(AttemptFailure {
+                        destination,
+                        url,
+                        error,
+                    });
+                    if !retryable || attempt == retries.policy.max_attempts || !budget.withdraw() {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(ClientError::Request {
+            cluster: self.cluster,
+            attempts: failures,
+        })
+    }
+}
+
+/// One attempt in flight: reports `Cancelled` (a success, SPEC §4) if the caller drops the call
+/// before it finished.
+pub(crate) struct Attempt {
+    pick: Option<PickHandle>,
+}
+
+impl Attempt {
+    pub fn new(pick: PickHandle) -> Self {
+        Attempt { pick: Some(pick) }
+    }
+
+    /// Reports a response with `status`.
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
+    pub fn succeed(mut self, status: u16) {
+        if let Some(pick) = self.pick.take() {
+            pick.report(RequestOutcome::Status(status));
+        }
+    }
+
+    /// Reports a transport failure; returns the destination id.
+    pub fn fail(mut self) -> String {
+        let pick = self.pick.take();
+        pick.map(|p| {
+            p.report(RequestOutcome::TransportFailure);
+            p.destination().id().to_string()
+        })
+        .unwrap_or_default()
+    }
+
+    fn take(mut self) -> Option<PickHandle> {
+        self.pick.take()
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if let Some(pick) = self.pick.take() {
+            pick.report(RequestOutcome::Cancelled);
+        }
+    }
+}
+
+/// A response from a destination. The destination stays in flight until the body is read or
+/// the response dropped; the outcome is reported then (a body that breaks off is a transport
+/// failure).
+#[derive(Debug)]
+pub struct Response {
+    /// `None` only once a consuming method took it.
+    inner: Option<reqwest::Response>,
+    status: StatusCode,
+    destination: Arc<Destination>,
+    pick: Option<PickHandle>,
+}
+
+static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+
+impl Response {
+    fn new(inner: reqwest::Response, attempt: Attempt) -> Self {
+        let pick = attempt.take();
+        let destination = pick
+            .as_ref()
+            .map(PickHandle::destination_arc)
+            .expect("an attempt holds its pick until it ends");
+        Response {
+            status: inner.status(),
+            inner: Some(inner),
+            destination,
+            pick,
+        }
+    }
+
+    /// The destination that answered.
+    pub fn destination(&self) -> &Destination {
+        &self.destination
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        self.inner.as_ref().map_or(&NO_HEADERS, |r| r.headers())
+    }
+
+    /// Reports the outcome once and releases the destination.
+    fn finish(&mut self, body_ok: bool) {
+        if let Some(pick) = self.pick.take() {
+            pick.report(if body_ok {
+                RequestOutcome::Status(self.status.as_u16())
+            } else {
+                RequestOutcome::TransportFailure
+            });
+        }
+    }
+
+    /// The whole body.
+    ///
+    /// # Errors
+    /// As `reqwest::Response::bytes`; the attempt then counts as a transport failure.
+    pub async fn bytes(mut self) -> Result<Vec<u8>, reqwest::Error> {
+        let Some(inner) = self.inner.take() else {
+            return Ok(Vec::new());
+        };
+        let result = inner.bytes().await;
+        self.finish(result.is_ok());
+        result.map(|b| b.to_vec())
+    }
+
+    /// The whole body as text (UTF-8, lossy).
+    ///
+    /// # Errors
+    /// As [`bytes`](Self::bytes).
+    pub async fn text(self) -> Result<String, reqwest::Error> {
+        self.bytes()
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The body parsed as JSON.
+    ///
+    /// # Errors
+    /// [`ClientError::Builder`] naming the problem when the body cannot be read or is not JSON.
+    pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
+        let bytes = self
+            .bytes()
+            .await
+            .map_err(|e| ClientError::Builder(format!("reading the body failed: {}", chain(&e))))?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Builder(format!("bad JSON: {e}")))
+    }
+
+    /// The underlying reqwest response. The destination is released and the outcome reported
+    /// now, so in-flight counts no longer cover reading its body.
+    pub fn into_inner(mut self) -> Option<reqwest::Response> {
+        self.finish(true);
+        self.inner.take()
+    }
+}
+
+impl Drop for Response {
+    fn drop(&mut self) {
+        // Not reading the body is the caller's choice: the destination did answer.
+        self.finish(true);
+    }
+}
