@@ -1,8 +1,9 @@
 //! healthpick routing around failures, end to end, on your machine.
 //!
 //! Starts five real HTTP backends on 127.0.0.1 (three "local" in tier 0, two "remote" in tier 1),
-//! sends steady traffic through `Engine::pick_endpoint` with a plain `reqwest::Client`, probes the
-//! backends' `/api/systemstatus`, and runs a scripted set of faults:
+//! sends steady traffic through `Engine::pick_endpoint` with a plain `reqwest::Client` (retrying a
+//! failed attempt with `pick_endpoint_excluding`), probes the backends' `/api/systemstatus` with
+//! the built-in `ActiveMonitor`, and runs a scripted set of faults:
 //!
 //! | t (s) | fault                                   | expected routing                         |
 //! |-------|-----------------------------------------|------------------------------------------|
@@ -24,10 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backend::{Backend, Status};
-use healthpick::{Engine, HealthEventKind, ProbeResult, ReportedHealth, RequestOutcome};
+use healthpick::{ActiveMonitor, Engine, HealthEventKind, RequestOutcome};
 
 const CLUSTER: &str = "orders";
-const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// Time allowed for detection after a fault: threshold (2) probe rounds plus requests in flight.
 const GRACE: f64 = 1.0;
 
@@ -117,8 +117,10 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         });
     }
 
+    // The built-in active monitor probes every destination's /api/systemstatus each 250 ms.
+    let monitor = ActiveMonitor::start(&engine);
+    engine.ready().await;
     let stop = Arc::new(AtomicBool::new(false));
-    let prober = tokio::spawn(probe_loop(engine.clone(), http.clone(), stop.clone()));
 
     let attempts = Arc::new(Mutex::new(Vec::<Attempt>::new()));
     let failures = Arc::new(AtomicU64::new(0));
@@ -217,7 +219,7 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     for c in callers {
         c.await??;
     }
-    prober.await?;
+    monitor.stop().await;
 
     print_status(&engine);
 
@@ -326,50 +328,6 @@ fn pick_untried(engine: &Engine, tried: &[String]) -> Option<healthpick::PickHan
         engine.pick_endpoint(CLUSTER).ok()
     } else {
         engine.pick_endpoint_excluding(CLUSTER, tried).ok()
-    }
-}
-
-/// Probes every destination's health endpoint each interval and hands the round to the engine.
-/// (A stand-in for the built-in active monitor.)
-async fn probe_loop(engine: Engine, http: reqwest::Client, stop: Arc<AtomicBool>) {
-    let mut ticker = tokio::time::interval(PROBE_INTERVAL);
-    while !stop.load(Ordering::Relaxed) {
-        ticker.tick().await;
-        let status = engine.status();
-        let Some(cluster) = status.cluster(CLUSTER) else {
-            return;
-        };
-        let mut round = tokio::task::JoinSet::new();
-        for d in &cluster.destinations {
-            let (http, id, address) = (http.clone(), d.id.clone(), d.address.clone());
-            round.spawn(async move {
-                let url = format!("{address}api/systemstatus");
-                match http
-                    .get(url)
-                    .timeout(Duration::from_millis(200))
-                    .send()
-                    .await
-                {
-                    Ok(response) => {
-                        let status = response.status().as_u16();
-                        let body = response.text().await.unwrap_or_default();
-                        let reported = body
-                            .split("\"status\":\"")
-                            .nth(1)
-                            .and_then(|rest| rest.split('"').next())
-                            .and_then(ReportedHealth::parse);
-                        let result = ProbeResult::status(id, status);
-                        match reported {
-                            Some(r) => result.with_payload(r),
-                            None => result,
-                        }
-                    }
-                    Err(e) => ProbeResult::error(id, e.to_string()),
-                }
-            });
-        }
-        let results: Vec<ProbeResult> = round.join_all().await;
-        let _ = engine.report_probe_round(CLUSTER, &results);
     }
 }
 
