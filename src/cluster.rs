@@ -133,6 +133,8 @@ pub(crate) struct ClusterRuntime {
     pub book: Mutex<ClusterBook>,
     /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
     pub first_round: tokio::sync::watch::Sender<bool>,
+    /// The current settings, shared by all destinations of the cluster.
+    pub settings: Arc<ArcSwap<ClusterSettings>>,
 }
 
 /// What the last published snapshot said, to detect availability changes.
@@ -147,7 +149,7 @@ impl ClusterRuntime {
     pub fn new(settings: Arc<ClusterSettings>) -> Self {
         ClusterRuntime {
             snapshot: ArcSwap::from_pointee(ClusterSnapshot {
-                settings,
+                settings: settings.clone(),
                 all: Vec::new(),
                 available: Vec::new(),
                 best: Vec::new(),
@@ -157,6 +159,7 @@ impl ClusterRuntime {
             counter: AtomicUsize::new(0),
             book: Mutex::new(ClusterBook::default()),
             first_round: tokio::sync::watch::Sender::new(false),
+            settings: Arc::new(ArcSwap::new(settings.clone())),
         }
     }
 }

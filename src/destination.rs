@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use url::Url;
 
@@ -17,9 +18,15 @@ use crate::health::{
 
 /// One destination of a cluster, as the engine routes to it.
 ///
-/// A `Destination` is immutable; a config reload that keeps its id builds a new one that shares
-/// the old one's health, counters and in-flight count (SPEC §2).
+/// A `Destination` is immutable apart from its in-flight count. A config reload that keeps it
+/// unchanged keeps the very same object; one that changes its address, Host, tier or metadata
+/// builds a new one that shares the old one's health and policy counters (SPEC §2), while its
+/// in-flight count starts at 0, since requests in flight went to the old address.
+// The in-flight count sits next to the reference count a pick also bumps: one cache line per
+// pick instead of two, which matters when two cores pick from the same destinations.
+#[repr(C)]
 pub struct Destination {
+    pub(crate) in_flight: AtomicUsize,
     pub(crate) id: Arc<str>,
     pub(crate) address: Url,
     pub(crate) health_url: Option<Url>,
@@ -27,7 +34,10 @@ pub struct Destination {
     pub(crate) tier: u32,
     pub(crate) metadata: Metadata,
     pub(crate) state: Arc<DestinationState>,
-    pub(crate) cluster: Arc<ClusterSettings>,
+    /// The cluster id, spelled as configured.
+    pub(crate) cluster_id: Arc<str>,
+    /// The cluster's current settings; a reload swaps them without rebuilding destinations.
+    pub(crate) cluster: Arc<ArcSwap<ClusterSettings>>,
 }
 
 impl Destination {
@@ -63,7 +73,7 @@ impl Destination {
 
     /// The id of the cluster this destination belongs to.
     pub fn cluster_id(&self) -> &str {
-        &self.cluster.id
+        &self.cluster_id
     }
 
     /// The current health parts.
@@ -73,14 +83,14 @@ impl Destination {
 
     /// Requests in flight to this destination: picks whose handle is not dropped yet.
     pub fn in_flight(&self) -> usize {
-        self.state.in_flight.load(Ordering::Relaxed)
+        self.in_flight.load(Ordering::Relaxed)
     }
 }
 
 impl fmt::Debug for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Destination")
-            .field("cluster", &&*self.cluster.id)
+            .field("cluster", &&*self.cluster_id)
             .field("id", &&*self.id)
             .field("address", &self.address.as_str())
             .field("tier", &self.tier)
@@ -93,7 +103,6 @@ impl fmt::Debug for Destination {
 /// The part of a destination that survives config reloads: health, policy counters, in-flight.
 #[derive(Default)]
 pub(crate) struct DestinationState {
-    pub in_flight: AtomicUsize,
     active: AtomicU8,
     passive: AtomicU8,
     reported: AtomicU8,
@@ -166,7 +175,7 @@ pub struct PickHandle {
 
 impl PickHandle {
     pub(crate) fn new(destination: Arc<Destination>) -> Self {
-        destination.state.in_flight.fetch_add(1, Ordering::Relaxed);
+        destination.in_flight.fetch_add(1, Ordering::Relaxed);
         PickHandle { destination }
     }
 
@@ -195,10 +204,7 @@ impl PickHandle {
 
 impl Drop for PickHandle {
     fn drop(&mut self) {
-        self.destination
-            .state
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        self.destination.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

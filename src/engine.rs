@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::cluster::{ClusterRuntime, ClusterSettings, ClusterSnapshot};
 use crate::config::{
     fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics, HealthPolicyOptions,
 };
-use crate::destination::{Destination, DestinationState, PickHandle};
+use crate::destination::{Destination, PickHandle};
 use crate::error::PickError;
 use crate::events::HealthEvent;
 use crate::health::updater::{self, Reactivation};
@@ -449,31 +449,42 @@ impl Engine {
                 .map(|e| e.runtime.clone())
                 .unwrap_or_else(|| Arc::new(ClusterRuntime::new(settings.clone())));
             let mut book = runtime.book.lock();
+            runtime.settings.store(settings.clone());
             let previous = runtime.snapshot.load_full();
-            let surviving: HashMap<String, &Arc<DestinationState>> = previous
-                .all
-                .iter()
-                .map(|o| (fold_case(&o.id), &o.state))
-                .collect();
+            let surviving: HashMap<String, &Arc<Destination>> =
+                previous.all.iter().map(|o| (fold_case(&o.id), o)).collect();
+            let cluster_id: Arc<str> = Arc::from(cluster.id.as_str());
             let destinations = cluster
                 .destinations
                 .iter()
                 .filter_map(|d| {
-                    let state = surviving
-                        .get(&fold_case(&d.id))
-                        .map(|s| Arc::clone(s))
-                        .unwrap_or_default();
                     // Validation guarantees the address parses.
                     let address = uri::parse_base(&d.address).ok()?;
+                    let health_url = d.health.as_deref().and_then(|h| uri::parse_base(h).ok());
+                    let old = surviving.get(&fold_case(&d.id));
+                    if let Some(old) = old {
+                        let unchanged = *old.id == *d.id
+                            && *old.cluster_id == *cluster_id
+                            && old.address == address
+                            && old.health_url == health_url
+                            && old.host == d.host
+                            && old.tier == d.priority
+                            && old.metadata == d.metadata;
+                        if unchanged {
+                            return Some(Arc::clone(old));
+                        }
+                    }
                     Some(Arc::new(Destination {
+                        in_flight: AtomicUsize::new(0),
                         id: Arc::from(d.id.as_str()),
                         address,
-                        health_url: d.health.as_deref().and_then(|h| uri::parse_base(h).ok()),
+                        health_url,
                         host: d.host.clone(),
                         tier: d.priority,
                         metadata: d.metadata.clone(),
-                        state,
-                        cluster: settings.clone(),
+                        state: old.map(|o| o.state.clone()).unwrap_or_default(),
+                        cluster_id: cluster_id.clone(),
+                        cluster: runtime.settings.clone(),
                     }))
                 })
                 .collect();
@@ -544,7 +555,13 @@ impl Engine {
                     rng: &self.core.rng,
                     counter: &entry.runtime.counter,
                 };
-                entry.snapshot.settings.load_balancing.pick(&ctx, group) % n
+                let i = entry.snapshot.settings.load_balancing.pick(&ctx, group);
+                // Custom policies may answer out of range; `%` only then (it costs a division).
+                if i < n {
+                    i
+                } else {
+                    i % n
+                }
             }
         };
         Ok(PickHandle::new(group[index].clone()))

@@ -52,13 +52,13 @@ impl Ord for WeakState {
 /// Hot path: one request outcome. Costs the passive policy's evaluation; takes the cluster lock
 /// only when the verdict changes the destination's passive health.
 pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutcome) {
-    let settings = &destination.cluster;
+    let settings = destination.cluster.load();
     let Some(policy) = &settings.passive else {
         return;
     };
     let now = settings.clock.now();
     let ctx = PassivePolicyContext {
-        settings,
+        settings: &settings,
         destination,
         now,
     };
@@ -79,7 +79,7 @@ fn set_passive(
     verdict: PassiveVerdict,
     now: Duration,
 ) {
-    let Some(runtime) = core.cluster(&destination.cluster.id) else {
+    let Some(runtime) = core.cluster(&destination.cluster_id) else {
         return;
     };
     let mut book = runtime.book.lock();
