@@ -29,7 +29,8 @@ pub struct RetryPolicy {
     pub retry_ratio: f32,
     /// ... plus this many retries per second. Default 10.
     pub min_retries_per_second: u32,
-    /// Window over which the budget counts. Default 10 s.
+    /// Window over which the budget counts (1 to 60 s; values outside are clamped). Default
+    /// 10 s.
     pub budget_window: Duration,
 }
 
@@ -66,10 +67,17 @@ impl Retries {
             .lock()
             .entry(fold_case(cluster))
             .or_insert_with(|| {
+                // tower's budget asserts these ranges (from Finagle); clamp instead of panicking.
                 Arc::new(TpsBudget::new(
-                    self.policy.budget_window,
-                    self.policy.min_retries_per_second,
-                    self.policy.retry_ratio,
+                    self.policy
+                        .budget_window
+                        .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+                    self.policy.min_retries_per_second.min(i32::MAX as u32 - 1),
+                    if self.policy.retry_ratio.is_finite() {
+                        self.policy.retry_ratio.clamp(0.0, 1000.0)
+                    } else {
+                        0.0
+                    },
                 ))
             })
             .clone();
@@ -430,15 +438,19 @@ impl RequestBuilder {
             };
             let url =
                 crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
+            let mut headers = self.headers.clone();
+            if let Some(value) = pick
+                .destination()
+                .host()
+                .and_then(|h| HeaderValue::from_str(h).ok())
+            {
+                // The destination's Host replaces any the caller set: exactly one is sent.
+                headers.insert(HOST, value);
+            }
             let mut request = inner
                 .http
                 .request(self.method.clone(), url.clone())
-                .headers(self.headers.clone());
-            if let Some(host) = pick.destination().host() {
-                if let Ok(value) = HeaderValue::from_str(host) {
-                    request = request.header(HOST, value);
-                }
-            }
+                .headers(headers);
             if let Some(timeout) = self.timeout {
                 request = request.timeout(timeout);
             }

@@ -81,14 +81,21 @@ impl Middleware for HealthPickMiddleware {
         let mut tried: Vec<String> = Vec::new();
         let mut original = Some(req);
         let mut attempt = 1;
+        let mut last_error = None;
         loop {
             let pick = if tried.is_empty() {
                 self.engine.pick_endpoint_ready(&cluster).await
             } else {
                 self.engine.pick_endpoint_excluding(&cluster, &tried)
             };
-            let pick =
-                pick.map_err(|e| reqwest_middleware::Error::middleware(ClientError::from(e)))?;
+            let pick = match (pick, last_error.take()) {
+                (Ok(pick), _) => pick,
+                // Nothing left to fail over to: the caller sees the last transport error.
+                (Err(_), Some(error)) => return Err(error),
+                (Err(e), None) => {
+                    return Err(reqwest_middleware::Error::middleware(ClientError::from(e)))
+                }
+            };
             let last = !retryable || attempt == max_attempts;
             let mut request = match (&original, last) {
                 (Some(r), false) => r.try_clone(),
@@ -120,6 +127,7 @@ impl Middleware for HealthPickMiddleware {
                     if last || !budget_allows(&budget) {
                         return Err(error);
                     }
+                    last_error = Some(error);
                 }
             }
             attempt += 1;
