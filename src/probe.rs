@@ -95,11 +95,17 @@ impl ProbeRequestFactory for DefaultProbeRequestFactory {
                 .map_err(|_| format!("Host `{host}` is not a valid header value"))?;
             headers.insert(HOST, value);
         }
+        // Cleartext HTTP/2 needs prior knowledge that most servers lack; like YARP's default
+        // `RequestVersionOrLower`, a cleartext probe stays on HTTP/1.1.
+        let version = match uri.scheme() {
+            "https" => http_version(cluster.http_version_setting()),
+            _ => Version::HTTP_11,
+        };
         Ok(ProbeRequest {
             method: Method::GET,
             uri,
             headers,
-            version: http_version(cluster.http_version_setting()),
+            version,
         })
     }
 }
