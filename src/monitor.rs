@@ -103,7 +103,7 @@ impl ActiveMonitorBuilder {
         let prober = Arc::new(Prober {
             semaphore: Arc::new(Semaphore::new(self.max_concurrent_probes)),
             client: probe::probe_client(false),
-            insecure_client: probe::probe_client(true),
+            insecure_client: std::sync::OnceLock::new(),
             factory: self.factory,
         });
         let shared = Arc::new(Shared {
@@ -157,7 +157,8 @@ impl Drop for ActiveMonitor {
 pub(crate) struct Prober {
     pub semaphore: Arc<Semaphore>,
     pub client: reqwest::Client,
-    pub insecure_client: reqwest::Client,
+    /// Built on first use: only clusters with `DangerousAcceptAnyServerCertificate` need it.
+    pub insecure_client: std::sync::OnceLock<reqwest::Client>,
     pub factory: Arc<dyn ProbeRequestFactory>,
 }
 
@@ -167,7 +168,7 @@ impl Prober {
         Prober {
             semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
             client: probe::probe_client(false),
-            insecure_client: probe::probe_client(true),
+            insecure_client: std::sync::OnceLock::new(),
             factory: Arc::new(DefaultProbeRequestFactory),
         }
     }
@@ -177,7 +178,8 @@ impl Prober {
     pub async fn round(&self, snapshot: &ClusterSnapshot, timeout: Duration) -> Vec<ProbeResult> {
         let config = &snapshot.settings.config;
         let client = if config.dangerous_accept_any_server_certificate() {
-            &self.insecure_client
+            self.insecure_client
+                .get_or_init(|| probe::probe_client(true))
         } else {
             &self.client
         };
