@@ -1,0 +1,238 @@
+//! What the wrapped client ([`HealthAwareClient`], SPEC §8) adds to a request, measured with
+//! criterion against a plain `reqwest::Client` on loopback.
+//!
+//! One hyper server (the examples' backend: a small text body) runs on its own thread with a
+//! single-threaded tokio runtime; the callers run on a single-threaded runtime on the bench
+//! thread (two busy threads in all, so a two-core machine is not oversubscribed). Both arms share one
+//! `reqwest::Client` (no proxy), so they use the same connection pool, and both read the whole
+//! body. Clusters have no health checks (every destination is Unknown, so available):
+//!
+//! - `one`: a single destination (the pick returns it without consulting the load balancer);
+//! - `three`: three destinations with the default `PowerOfTwoChoices`; all three point at the
+//!   same server, so the load balancer and retry bookkeeping are measured, not a different
+//!   server layout.
+//!
+//! Groups (the full benchmark id is `group/arm`):
+//!
+//! - `client/latency/{reqwest,healthpick_1dest,healthpick_3dest}`: one GET of `/api/orders`
+//!   after another, body read; the figure is the time of one request. Compare the medians.
+//! - `client/throughput32/{reqwest,healthpick_1dest,healthpick_3dest}`: the same GETs with 32 in
+//!   flight at all times (32 tasks draw from a shared count of requests to make); the figure is
+//!   wall time per request and criterion's `thrpt` line shows requests per second.
+//!
+//! - after the criterion groups, a **paired** run prints the same comparison with the arms
+//!   interleaved request by request (latency: median of 20,000 requests per arm) and block by
+//!   block (throughput: median of 21 blocks of 5,000 requests per arm), as percentages against
+//!   plain reqwest. Criterion measures the arms one after another, so on a shared machine a change
+//!   of background load between two arms shows up as a difference between them; the paired
+//!   figures cancel that out.
+//!
+//! Run `cargo bench --bench client` (about two minutes) or `cargo bench --bench client -- --test`
+//! to run each benchmark once.
+
+#[path = "../examples/support/backend.rs"]
+mod backend;
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use healthpick::{Engine, HealthAwareClient};
+
+/// Requests kept in flight by the throughput group.
+const IN_FLIGHT: u64 = 32;
+
+/// One way of sending `GET /api/orders` and reading the body.
+#[derive(Clone)]
+enum Arm {
+    Reqwest(reqwest::Client, String),
+    Healthpick(HealthAwareClient, &'static str),
+}
+
+impl Arm {
+    async fn get(&self) -> usize {
+        match self {
+            Arm::Reqwest(http, url) => {
+                let response = http.get(url).send().await.expect("GET");
+                assert!(response.status().is_success());
+                response.bytes().await.expect("body").len()
+            }
+            Arm::Healthpick(client, cluster) => {
+                let response = client
+                    .get(cluster, "/api/orders")
+                    .send()
+                    .await
+                    .expect("GET");
+                assert!(response.status().is_success());
+                response.bytes().await.expect("body").len()
+            }
+        }
+    }
+}
+
+/// Starts the server on its own thread with a single-threaded runtime; returns its URL. The
+/// thread lives until the process ends.
+fn start_server() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("bench-server".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("server runtime");
+            rt.block_on(async move {
+                let server = backend::Backend::start("bench").await.expect("server");
+                tx.send(server.url()).expect("url");
+                std::future::pending::<()>().await;
+            });
+        })
+        .expect("server thread");
+    rx.recv().expect("server url")
+}
+
+/// `n` destinations named `d0..`, all at `url`.
+fn cluster(id: &str, url: &str, n: usize) -> String {
+    let destinations = (0..n)
+        .map(|i| format!(r#""d{i}": {{ "Address": "{url}" }}"#))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(r#""{id}": {{ "Destinations": {{ {destinations} }} }}"#)
+}
+
+/// Makes `total` requests with `IN_FLIGHT` of them in flight; returns the wall time.
+async fn run_concurrently(arm: &Arm, total: u64) -> Duration {
+    let remaining = Arc::new(AtomicU64::new(total));
+    let start = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..IN_FLIGHT.min(total) {
+        let (arm, remaining) = (arm.clone(), remaining.clone());
+        workers.spawn(async move {
+            while remaining
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                black_box(arm.get().await);
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done.expect("worker");
+    }
+    start.elapsed()
+}
+
+fn bench_client(c: &mut Criterion) {
+    let url = start_server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("reqwest client");
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ {}, {} }} }}"#,
+        cluster("one", &url, 1),
+        cluster("three", &url, 3)
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http.clone(), engine);
+    let arms = [
+        ("reqwest", Arm::Reqwest(http, format!("{url}api/orders"))),
+        ("healthpick_1dest", Arm::Healthpick(client.clone(), "one")),
+        ("healthpick_3dest", Arm::Healthpick(client, "three")),
+    ];
+    // Warm the pool so no arm pays for the first connections.
+    rt.block_on(async {
+        for (_, arm) in &arms {
+            run_concurrently(arm, 4 * IN_FLIGHT).await;
+        }
+    });
+
+    let mut latency = c.benchmark_group("client/latency");
+    latency.throughput(Throughput::Elements(1));
+    for (name, arm) in &arms {
+        latency.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(arm.get().await);
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+    latency.finish();
+
+    let mut throughput = c.benchmark_group("client/throughput32");
+    throughput.throughput(Throughput::Elements(1));
+    for (name, arm) in &arms {
+        throughput.bench_function(*name, |b| {
+            b.iter_custom(|iters| rt.block_on(run_concurrently(arm, iters)));
+        });
+    }
+    throughput.finish();
+
+    let quick = ["--test", "--list", "--profile-time"];
+    if !std::env::args().any(|a| quick.contains(&a.as_str())) {
+        rt.block_on(paired(&arms));
+    }
+}
+
+/// The same comparison with the arms interleaved, so that load from elsewhere on the machine
+/// hits every arm alike: per-request latencies of the arms taken in turn (median of each), and
+/// throughput in alternating blocks (median of each arm's blocks). Printed as ratios to the
+/// plain reqwest arm.
+async fn paired(arms: &[(&str, Arm)]) {
+    const REQUESTS: usize = 20_000;
+    const BLOCKS: usize = 21;
+    const BLOCK: u64 = 5_000;
+    let mut latencies: Vec<Vec<Duration>> = vec![Vec::with_capacity(REQUESTS); arms.len()];
+    for i in 0..REQUESTS {
+        for k in 0..arms.len() {
+            let k = (i + k) % arms.len(); // rotate who goes first
+            let start = Instant::now();
+            black_box(arms[k].1.get().await);
+            latencies[k].push(start.elapsed());
+        }
+    }
+    let mut rates: Vec<Vec<f64>> = vec![Vec::with_capacity(BLOCKS); arms.len()];
+    for b in 0..BLOCKS {
+        for k in 0..arms.len() {
+            let k = (b + k) % arms.len();
+            let took = run_concurrently(&arms[k].1, BLOCK).await;
+            rates[k].push(BLOCK as f64 / took.as_secs_f64());
+        }
+    }
+    let base_latency = median(&mut latencies[0]);
+    let base_rate = median_f64(&mut rates[0]);
+    println!("\npaired comparison (interleaved, medians):");
+    for (k, (name, _)) in arms.iter().enumerate() {
+        let latency = median(&mut latencies[k]);
+        let rate = median_f64(&mut rates[k]);
+        println!(
+            "  {name:<18} latency {latency:>9.2?} ({:+.2}%)   throughput x{IN_FLIGHT} {rate:>9.0} req/s ({:+.2}%)",
+            (latency.as_secs_f64() / base_latency.as_secs_f64() - 1.0) * 100.0,
+            (rate / base_rate - 1.0) * 100.0,
+        );
+    }
+}
+
+fn median(values: &mut [Duration]) -> Duration {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+fn median_f64(values: &mut [f64]) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+criterion_group!(benches, bench_client);
+criterion_main!(benches);

@@ -1,0 +1,1097 @@
+//! The wrapped client's guarantees (SPEC §8, with §4 passive checks), against real servers on
+//! loopback:
+//!
+//! - failover: a tier-0 backend killed under load costs callers nothing, and once it is detected
+//!   it gets no further attempt (counted by a listener that takes over its port);
+//! - all of tier 0 dead: traffic moves to tier 1, and comes back within a probe interval of the
+//!   restart;
+//! - what is retried (idempotent or marked) and what is not; the retry budget;
+//! - passive ejection by TransportFailureRate and reactivation;
+//! - the typed errors; response semantics (in-flight until the body is read, Host, query, JSON,
+//!   cancellation);
+//! - the reqwest-middleware integration (feature `middleware`).
+//!
+//! Every wait is a bounded poll with a deadline; no test sleeps and hopes.
+
+mod client_support;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client_support::backend::Backend;
+use client_support::{
+    destination, http_client, init_tracing, wait_until, EchoServer, Mode, RawServer,
+};
+use healthpick::{
+    ActiveMonitor, ClientError, Engine, HealthAwareClient, HealthEventKind, HealthState,
+    RetryPolicy,
+};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// Probe interval of the clusters with active checks.
+const INTERVAL: Duration = Duration::from_millis(100);
+
+/// `"id": { "Address": url, "Priority": tier }` entries.
+fn destinations(list: &[(&str, String, u32)]) -> String {
+    list.iter()
+        .map(|(id, url, tier)| format!(r#""{id}": {{ "Address": "{url}", "Priority": {tier} }}"#))
+        .collect::<Vec<_>>()
+        .join(",\n")
+}
+
+/// Cluster `c` with active checks every 100 ms (threshold 2) and passive checks.
+fn failover_config(list: &[(&str, String, u32)]) -> String {
+    format!(
+        r#"{{
+        "HealthPolicies": {{ "DetectionWindowSize": "00:00:01" }},
+        "Clusters": {{ "c": {{
+            "HealthCheck": {{
+                "Active": {{ "Enabled": true, "Interval": "00:00:00.1", "Timeout": "00:00:00.5",
+                             "Path": "/api/systemstatus" }},
+                "Passive": {{ "Enabled": true, "ReactivationPeriod": "00:00:01" }}
+            }},
+            "Metadata": {{ "ConsecutiveFailuresHealthPolicy.Threshold": "2" }},
+            "Destinations": {{ {} }}
+        }} }} }}"#,
+        destinations(list)
+    )
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("a 127.0.0.1:PORT url")
+}
+
+/// One successful call as the caller saw it.
+#[derive(Debug, Clone)]
+struct Answer {
+    at: Instant,
+    destination: String,
+}
+
+/// A GET on `c` whose body must be the name of the backend that answered (its destination id).
+async fn call(client: &HealthAwareClient) -> Result<Answer, String> {
+    let response = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let destination = response.destination().id().to_string();
+    let status = response.status();
+    let body = response.text().await.map_err(|e| format!("body: {e}"))?;
+    if status != 200 || body != destination {
+        return Err(format!("{destination} answered {status} `{body}`"));
+    }
+    Ok(Answer {
+        at: Instant::now(),
+        destination,
+    })
+}
+
+/// Callers that send GETs one after another (a pause between calls keeps the rate moderate)
+/// until they have sent `per_caller` each or `stop` is set.
+struct Load {
+    answers: Arc<Mutex<Vec<Answer>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    completed: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    tasks: JoinSet<()>,
+}
+
+impl Load {
+    fn start(client: &HealthAwareClient, callers: usize, per_caller: usize) -> Load {
+        let mut load = Load {
+            answers: Arc::default(),
+            errors: Arc::default(),
+            completed: Arc::default(),
+            stop: Arc::default(),
+            tasks: JoinSet::new(),
+        };
+        for _ in 0..callers {
+            let client = client.clone();
+            let (answers, errors) = (load.answers.clone(), load.errors.clone());
+            let (completed, stop) = (load.completed.clone(), load.stop.clone());
+            load.tasks.spawn(async move {
+                for _ in 0..per_caller {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    match call(&client).await {
+                        Ok(answer) => answers.lock().unwrap().push(answer),
+                        Err(e) => errors.lock().unwrap().push(e),
+                    }
+                    completed.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+        }
+        load
+    }
+
+    fn completed(&self) -> usize {
+        self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` more calls completed (bounded).
+    async fn wait_for_more(&self, n: usize) {
+        let target = self.completed() + n;
+        let completed = self.completed.clone();
+        assert!(
+            wait_until(Duration::from_secs(10), || completed.load(Ordering::SeqCst)
+                >= target)
+            .await,
+            "the callers stalled"
+        );
+    }
+
+    /// Makes every caller stop after its current call.
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits for every caller to end; returns the answers and the errors.
+    async fn finish(mut self) -> (Vec<Answer>, Vec<String>) {
+        let joined = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(r) = self.tasks.join_next().await {
+                r.expect("caller task");
+            }
+        })
+        .await;
+        assert!(joined.is_ok(), "callers did not finish in time");
+        let answers = std::mem::take(&mut *self.answers.lock().unwrap());
+        let errors = std::mem::take(&mut *self.errors.lock().unwrap());
+        (answers, errors)
+    }
+}
+
+/// Records when a destination first leaves the available set of cluster `c`.
+fn watch_removal(engine: &Engine, id: &'static str) -> Arc<Mutex<Option<Instant>>> {
+    let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let mut events = engine.subscribe();
+    let slot = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    if let HealthEventKind::AvailabilityChanged { available, .. } = &event.kind {
+                        if &*event.cluster == "c" && !available.iter().any(|a| &**a == id) {
+                            *slot.lock().unwrap() = Some(Instant::now());
+                            return;
+                        }
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    seen
+}
+
+// ---- 1. failover under load -------------------------------------------------------------------
+
+/// 8 callers, 150 GETs each; a third of the way in, tier-0 backend `t0-a` is killed hard and a
+/// counting listener takes over its port (it reads each request head, then closes without an
+/// answer), so every attempt still routed to `t0-a` is seen. No caller sees an error; once
+/// `t0-a` left the available set no request reaches it (only probes do), the tier-1 backends
+/// never serve anything (strict failover within tier 0), and status shows `t0-a` unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_once_detected() {
+    init_tracing();
+    let names = ["t0-a", "t0-b", "t0-c", "t1-a", "t1-b"];
+    let mut backends = Vec::new();
+    for name in names {
+        backends.push(Backend::start(name).await.expect("backend"));
+    }
+    let list: Vec<_> = names
+        .iter()
+        .zip(&backends)
+        .map(|(n, b)| (*n, b.url(), u32::from(n.starts_with("t1"))))
+        .collect();
+    let engine = Engine::from_json(&failover_config(&list)).expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    tokio::time::timeout(Duration::from_secs(5), engine.ready())
+        .await
+        .expect("first probe round");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let removed = watch_removal(&engine, "t0-a");
+
+    const CALLERS: usize = 8;
+    const PER_CALLER: usize = 150;
+    let load = Load::start(&client, CALLERS, PER_CALLER);
+    load.wait_for_more(CALLERS * PER_CALLER / 3).await;
+
+    let victim_addr = addr_of(&backends[0].url());
+    let killed_at = Instant::now();
+    backends[0].kill();
+    let dead = RawServer::start_at(victim_addr, Mode::Reset).await;
+
+    let (answers, errors) = load.finish().await;
+    assert!(errors.is_empty(), "caller-visible errors: {errors:?}");
+    assert_eq!(answers.len(), CALLERS * PER_CALLER);
+
+    let detected = removed
+        .lock()
+        .unwrap()
+        .expect("t0-a never left the available set");
+    let detection = detected - killed_at;
+    // Probes keep reaching the listener after detection: it counted throughout.
+    let probes_seen = wait_until(Duration::from_secs(2), || {
+        dead.hits_on("/api/systemstatus")
+            .iter()
+            .filter(|h| h.at > detected)
+            .count()
+            >= 2
+    })
+    .await;
+    assert!(probes_seen, "the listener on t0-a's port saw no probes");
+
+    // A pick made just before the snapshot swap may connect a moment later.
+    let margin = Duration::from_millis(100);
+    let failed_attempts = dead.hits_on("/api/orders");
+    let late: Vec<_> = failed_attempts
+        .iter()
+        .filter(|h| h.at > detected + margin)
+        .map(|h| h.at - detected)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} requests reached t0-a after it was detected, the first at +{:?}",
+        late.len(),
+        &late[..late.len().min(5)]
+    );
+    let after: Vec<_> = answers
+        .iter()
+        .filter(|a| a.at > detected + margin)
+        .collect();
+    assert!(
+        after.len() >= 100,
+        "only {} calls after detection: the check would prove nothing",
+        after.len()
+    );
+    assert!(after.iter().all(|a| a.destination != "t0-a"));
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.destination != "t0-a" || a.at < detected),
+        "an answer came from t0-a after detection"
+    );
+    let by_tier1 = answers
+        .iter()
+        .filter(|a| a.destination.starts_with("t1"))
+        .count();
+    assert_eq!(by_tier1, 0, "tier 1 got traffic while tier 0 had capacity");
+    assert_eq!(backends[3].served() + backends[4].served(), 0);
+
+    let status = destination(&engine, "c", "t0-a");
+    assert!(!status.available, "{status:?}");
+    assert_eq!(status.active, HealthState::Unhealthy, "{status:?}");
+    eprintln!(
+        "failover: {} calls, 0 errors; t0-a detected {detection:?} after the kill, {} attempts \
+         reached it before (all retried), {} after; {} calls after detection",
+        answers.len(),
+        failed_attempts.len(),
+        late.len(),
+        after.len()
+    );
+}
+
+// ---- 2. whole tier 0 down and back ------------------------------------------------------------
+
+/// All three tier-0 backends die at once: callers see no error and traffic moves to tier 1;
+/// once they are restarted, traffic returns to tier 0 within about one probe interval and
+/// tier 1 is idle again.
+///
+/// Two settings differ from the defaults, on purpose: with three dead tier-0 destinations a
+/// call needs four attempts to reach tier 1 (retries stay within the tier first, SPEC §8), and
+/// until detection every call spends three retries, more than the default budget's reserve
+/// allows at this rate, which is what the budget is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
+    init_tracing();
+    let names = ["t0-a", "t0-b", "t0-c", "t1-a", "t1-b"];
+    let mut backends = Vec::new();
+    for name in names {
+        backends.push(Backend::start(name).await.expect("backend"));
+    }
+    let list: Vec<_> = names
+        .iter()
+        .zip(&backends)
+        .map(|(n, b)| (*n, b.url(), u32::from(n.starts_with("t1"))))
+        .collect();
+    let engine = Engine::from_json(&failover_config(&list)).expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    tokio::time::timeout(Duration::from_secs(5), engine.ready())
+        .await
+        .expect("first probe round");
+    let policy = RetryPolicy {
+        max_attempts: 4,
+        min_retries_per_second: 100,
+        ..RetryPolicy::default()
+    };
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
+    let tier0 = ["t0-a", "t0-b", "t0-c"];
+    let tier0_status = |f: fn(&healthpick::DestinationStatus) -> bool| {
+        let engine = engine.clone();
+        move || tier0.iter().all(|id| f(&destination(&engine, "c", id)))
+    };
+
+    let load = Load::start(&client, 8, usize::MAX);
+    load.wait_for_more(150).await;
+    for backend in &mut backends[..3] {
+        backend.kill();
+    }
+    let killed_at = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(3), tier0_status(|d| !d.available)).await,
+        "tier 0 was not detected as down"
+    );
+    let down_at = Instant::now();
+
+    // The tier-0 destinations' passive failures must leave the 1 s detection window (plus the
+    // 1 s bucket that holds them) before a restart, or their first success after it would see
+    // the old failures and eject them again (SPEC §4: history survives reactivation).
+    assert!(
+        wait_until(
+            Duration::from_secs(5),
+            tier0_status(|d| d.passive != HealthState::Unhealthy)
+        )
+        .await,
+        "passive reactivation did not happen"
+    );
+    tokio::time::sleep_until(down_at + Duration::from_millis(2300)).await;
+    let served_before_restart: u64 = backends[..3].iter().map(Backend::served).sum();
+
+    for backend in &mut backends[..3] {
+        backend.restart().await.expect("restart on the same port");
+    }
+    let restarted_at = Instant::now();
+    assert!(
+        wait_until(
+            Duration::from_secs(3),
+            tier0_status(|d| d.available && d.active == HealthState::Healthy)
+        )
+        .await,
+        "tier 0 was not probed healthy after the restart"
+    );
+    let healthy_at = Instant::now();
+    load.wait_for_more(200).await;
+    load.stop();
+    let (answers, errors) = load.finish().await;
+
+    assert!(errors.is_empty(), "caller-visible errors: {errors:?}");
+    let margin = Duration::from_millis(100);
+    let outage: Vec<_> = answers
+        .iter()
+        .filter(|a| a.at > down_at + margin && a.at < restarted_at)
+        .collect();
+    assert!(
+        outage.len() >= 100,
+        "only {} calls in the outage",
+        outage.len()
+    );
+    assert!(
+        outage.iter().all(|a| a.destination.starts_with("t1")),
+        "tier 0 answered during its outage"
+    );
+    let tier1_during_outage: HashSet<_> = outage.iter().map(|a| a.destination.as_str()).collect();
+    assert_eq!(
+        tier1_during_outage.len(),
+        2,
+        "both tier-1 destinations share the load"
+    );
+
+    let first_back = answers
+        .iter()
+        .filter(|a| a.at >= restarted_at && a.destination.starts_with("t0"))
+        .map(|a| a.at)
+        .min()
+        .expect("no tier-0 answer after the restart");
+    let back_after = first_back - restarted_at;
+    assert!(
+        back_after <= INTERVAL + Duration::from_millis(400),
+        "traffic came back to tier 0 only {back_after:?} after the restart"
+    );
+    let recovered: Vec<_> = answers
+        .iter()
+        .filter(|a| a.at > healthy_at + margin)
+        .collect();
+    assert!(recovered.len() >= 100);
+    assert!(
+        recovered.iter().all(|a| a.destination.starts_with("t0")),
+        "tier 1 still got traffic after tier 0 was healthy again"
+    );
+    assert!(backends[..3].iter().map(Backend::served).sum::<u64>() > served_before_restart);
+    eprintln!(
+        "tier outage: detected {:?} after the kill, {} calls served by tier 1, tier 0 back \
+         {back_after:?} after the restart (probed healthy after {:?}), 0 errors in {} calls",
+        down_at - killed_at,
+        outage.len(),
+        healthy_at - restarted_at,
+        answers.len()
+    );
+}
+
+// ---- 3. what is retried -----------------------------------------------------------------------
+
+/// Cluster `c` with `FirstAlphabetical` (so `a-...` is always tried first) and no checks.
+fn ordered_config(list: &[(&str, String, u32)], extra: &str) -> String {
+    format!(
+        r#"{{ {extra} "Clusters": {{ "c": {{
+            "LoadBalancingPolicy": "FirstAlphabetical",
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(list)
+    )
+}
+
+#[tokio::test]
+async fn post_is_not_retried_unless_marked_retryable() {
+    let reset = RawServer::start(Mode::Reset).await;
+    let echo = EchoServer::start("b-echo").await;
+    let engine = Engine::from_json(&ordered_config(
+        &[("a-reset", reset.url(), 0), ("b-echo", echo.url(), 0)],
+        "",
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+
+    let err = client
+        .post("c", "/api/orders")
+        .body("order-1")
+        .send()
+        .await
+        .expect_err("a POST to a resetting destination fails");
+    assert!(
+        matches!(&err, ClientError::Request { cluster, .. } if cluster == "c"),
+        "{err:?}"
+    );
+    assert_eq!(err.destination(), Some("a-reset"));
+    assert_eq!(err.attempts().len(), 1);
+    assert_eq!(err.attempts()[0].destination, "a-reset");
+    assert!(err.reqwest_error().is_some());
+    assert!(err.to_string().contains("a-reset"), "{err}");
+    assert_eq!(reset.accepts(), 1, "exactly one attempt");
+    assert_eq!(reset.hits()[0].method, "POST");
+    assert_eq!(echo.served(), 0, "a POST must not be retried by default");
+
+    let response = client
+        .post("c", "/api/orders")
+        .body("order-2")
+        .retryable(true)
+        .send()
+        .await
+        .expect("a retryable POST fails over");
+    assert_eq!(response.destination().id(), "b-echo");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(seen["method"], "POST");
+    assert_eq!(
+        seen["body"], "order-2",
+        "the body is sent again on the retry"
+    );
+    assert_eq!(reset.accepts(), 2);
+
+    // PUT is idempotent: retried without being marked.
+    let response = client
+        .put("c", "/api/orders/7")
+        .body("v2")
+        .send()
+        .await
+        .expect("a PUT fails over");
+    assert_eq!(response.destination().id(), "b-echo");
+    assert_eq!(reset.accepts(), 3);
+    assert_eq!(echo.served(), 2);
+}
+
+// ---- 4. passive ejection and reactivation -----------------------------------------------------
+
+/// TransportFailureRate over a 1 s window with at least 4 outcomes; no active checks, so only
+/// the passive policy acts. `a-bad` resets every connection; `b-good` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_failure_rate_ejects_a_resetting_server_and_reactivation_brings_it_back() {
+    init_tracing();
+    let bad = RawServer::start(Mode::Reset).await;
+    let good = Backend::start("b-good").await.expect("backend");
+    let engine = Engine::from_json(&format!(
+        r#"{{
+        "HealthPolicies": {{ "DetectionWindowSize": "00:00:01", "MinimalTotalCountThreshold": 4 }},
+        "Clusters": {{ "c": {{
+            "LoadBalancingPolicy": "FirstAlphabetical",
+            "HealthCheck": {{ "Passive": {{ "Enabled": true, "ReactivationPeriod": "00:00:01" }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("a-bad", bad.url(), 0), ("b-good", good.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+
+    let mut fourth_call = None;
+    for i in 0..10 {
+        if i == 3 {
+            fourth_call = Some(Instant::now());
+        }
+        let response = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect("retried");
+        assert_eq!(response.text().await.expect("body"), "b-good");
+    }
+    // Below 4 outcomes the rate is 0; the 4th failure makes it 4/4 and ejects `a-bad`.
+    assert_eq!(bad.accepts(), 4, "attempts on a-bad before its ejection");
+    let status = destination(&engine, "c", "a-bad");
+    assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert!(!status.available);
+    assert_eq!(
+        destination(&engine, "c", "b-good").passive,
+        HealthState::Healthy
+    );
+
+    // Reactivation: back to Unknown after max(ReactivationPeriod, DetectionWindowSize) = 1 s.
+    let engine2 = engine.clone();
+    assert!(
+        wait_until(Duration::from_secs(3), move || {
+            let d = destination(&engine2, "c", "a-bad");
+            d.passive == HealthState::Unknown && d.available
+        })
+        .await,
+        "a-bad was not reactivated"
+    );
+    let reactivated_after = fourth_call.expect("four calls").elapsed();
+    assert!(
+        reactivated_after >= Duration::from_millis(950),
+        "reactivated after {reactivated_after:?}, before the period"
+    );
+    assert!(destination(&engine, "c", "a-bad").in_best_group);
+
+    // It gets traffic again, and since its failures are still in the window, the very next
+    // failure ejects it again (SPEC §4).
+    let response = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect("retried");
+    assert_eq!(response.destination().id(), "b-good");
+    drop(response);
+    assert_eq!(
+        bad.accepts(),
+        5,
+        "the reactivated destination got the next call"
+    );
+    assert_eq!(
+        destination(&engine, "c", "a-bad").passive,
+        HealthState::Unhealthy
+    );
+    let _ = client.get("c", "/api/orders").send().await.expect("ok");
+    assert_eq!(bad.accepts(), 5);
+}
+
+/// A body that breaks off after the headers is a transport failure for passive checks.
+#[tokio::test]
+async fn a_body_that_breaks_off_counts_as_a_transport_failure() {
+    let truncating = RawServer::start(Mode::TruncatedBody).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{
+        "HealthPolicies": {{ "MinimalTotalCountThreshold": 3 }},
+        "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("only", truncating.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    for _ in 0..3 {
+        let response = client.get("c", "/x").send().await.expect("headers arrive");
+        assert_eq!(response.status(), 200);
+        assert!(response.text().await.is_err(), "the body is cut short");
+    }
+    let status = destination(&engine, "c", "only");
+    assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert_eq!(status.in_flight, 0);
+}
+
+// ---- 5. errors --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn unknown_cluster_is_a_typed_error() {
+    let backend = Backend::start("a").await.expect("backend");
+    let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("nope", "/x")
+        .send()
+        .await
+        .expect_err("no such cluster");
+    assert!(
+        matches!(&err, ClientError::UnknownCluster { cluster } if cluster == "nope"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("nope"));
+    assert!(!err.is_no_available_destinations());
+    assert!(err.destination().is_none() && err.attempts().is_empty());
+    assert_eq!(backend.served(), 0);
+}
+
+/// HealthyAndUnknown with every destination probed Unhealthy: nothing is sent.
+#[tokio::test]
+async fn no_available_destination_sends_nothing() {
+    let a = RawServer::start(Mode::Reset).await;
+    let b = RawServer::start(Mode::Reset).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{
+            "HealthCheck": {{
+                "AvailableDestinationsPolicy": "HealthyAndUnknown",
+                "Active": {{ "Enabled": true, "Interval": "00:01:00", "Timeout": "00:00:01",
+                             "Path": "/api/systemstatus" }} }},
+            "Metadata": {{ "ConsecutiveFailuresHealthPolicy.Threshold": "1" }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("a", a.url(), 0), ("b", b.url(), 1)])
+    ))
+    .expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    tokio::time::timeout(Duration::from_secs(5), engine.ready())
+        .await
+        .expect("first probe round");
+    assert_eq!(
+        destination(&engine, "c", "a").active,
+        HealthState::Unhealthy
+    );
+    assert_eq!(
+        destination(&engine, "c", "b").active,
+        HealthState::Unhealthy
+    );
+    let probes = a.accepts() + b.accepts();
+
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("nothing available");
+    assert!(err.is_no_available_destinations(), "{err:?}");
+    assert!(
+        matches!(&err, ClientError::NoAvailableDestinations { cluster } if cluster == "c"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("`c`"), "{err}");
+    assert!(err.attempts().is_empty() && err.destination().is_none());
+    assert_eq!(a.accepts() + b.accepts(), probes, "nothing may be sent");
+}
+
+/// Every attempt is in the error, in order, and its Display names each destination and URL.
+#[tokio::test]
+async fn request_error_names_every_destination_tried() {
+    let servers = [
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+    ];
+    let ids = ["a-1", "b-2", "c-3"];
+    let list: Vec<_> = ids
+        .iter()
+        .zip(&servers)
+        .map(|(id, s)| (*id, s.url(), 0))
+        .collect();
+    let engine = Engine::from_json(&ordered_config(&list, "")).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("all reset");
+    let tried: Vec<_> = err
+        .attempts()
+        .iter()
+        .map(|a| a.destination.as_str())
+        .collect();
+    assert_eq!(tried, ids, "in FirstAlphabetical order, each once");
+    assert_eq!(err.destination(), Some("c-3"));
+    let text = err.to_string();
+    for (id, server) in ids.iter().zip(&servers) {
+        assert!(text.contains(id), "`{text}` does not name {id}");
+        assert!(
+            text.contains(&server.url()),
+            "`{text}` lacks {}",
+            server.url()
+        );
+        assert_eq!(server.accepts(), 1);
+    }
+    for attempt in err.attempts() {
+        assert_eq!(attempt.url.path(), "/api/orders");
+    }
+
+    // Fewer destinations than attempts: the call stops when none is left, with the real error.
+    let engine = Engine::from_json(&ordered_config(&list[..2], "")).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("both reset");
+    assert!(matches!(err, ClientError::Request { .. }), "{err:?}");
+    assert_eq!(err.attempts().len(), 2);
+}
+
+// ---- 6. response semantics --------------------------------------------------------------------
+
+#[tokio::test]
+async fn response_holds_the_destination_in_flight_until_the_body_is_read() {
+    let echo = EchoServer::start("e").await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{
+            "e": {{ "Address": "{}svc/", "Host": "orders.internal" }} }} }} }} }}"#,
+        echo.url()
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+
+    let response = client
+        .get("c", "/api/orders?x=1")
+        .query(&[("id", "7"), ("q", "a b")])
+        .send()
+        .await
+        .expect("ok");
+    assert_eq!(response.status(), 200);
+    assert_eq!(destination(&engine, "c", "e").in_flight, 1, "unread body");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(destination(&engine, "c", "e").in_flight, 0, "body read");
+    assert_eq!(seen["path"], "/svc/api/orders", "joined with the base path");
+    assert_eq!(seen["query"], "x=1&id=7&q=a+b");
+    assert_eq!(seen["host"], "orders.internal", "the destination's Host");
+
+    // Dropping an unread response releases the destination too.
+    let response = client.get("c", "/a").send().await.expect("ok");
+    assert_eq!(destination(&engine, "c", "e").in_flight, 1);
+    drop(response);
+    assert_eq!(destination(&engine, "c", "e").in_flight, 0);
+
+    let order = serde_json::json!({ "id": 7, "items": ["book", "pen"] });
+    let response = client
+        .post("c", "/api/orders")
+        .json(&order)
+        .send()
+        .await
+        .expect("ok");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(seen["method"], "POST");
+    assert_eq!(seen["content_type"], "application/json");
+    let body: serde_json::Value =
+        serde_json::from_str(seen["body"].as_str().expect("body text")).expect("JSON body");
+    assert_eq!(body, order);
+}
+
+/// A destination's configured Host replaces one the caller set: a request carries exactly one
+/// `Host` header (RFC 9112 §3.2: a server must answer 400 to a request with two).
+#[tokio::test]
+async fn destination_host_is_the_only_host_header_sent() {
+    let echo = EchoServer::start("e").await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{
+            "e": {{ "Address": "{}", "Host": "orders.internal" }} }} }} }} }}"#,
+        echo.url()
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let response = client
+        .get("c", "/x")
+        .header("host", "caller.example")
+        .send()
+        .await
+        .expect("ok");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(
+        seen["hosts"],
+        serde_json::json!(["orders.internal"]),
+        "exactly one Host header, the destination's"
+    );
+}
+
+/// A call dropped by its caller while the destination works on it is not the destination's
+/// fault: after many cancels its passive health is not Unhealthy, and nothing stays in flight.
+#[tokio::test]
+async fn cancelled_calls_count_as_success() {
+    let echo = EchoServer::start("e").await;
+    let engine = Engine::from_json(&format!(
+        r#"{{
+        "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+        "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("e", echo.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    for i in 1..=20u64 {
+        let call = client.get("c", "/slow").send();
+        // Cancel once the server holds the request: the attempt was really in flight.
+        let served = || echo.served() >= i;
+        tokio::select! {
+            r = call => panic!("/slow answered: {r:?}"),
+            held = wait_until(Duration::from_secs(5), served) => assert!(held, "request {i} never arrived"),
+        }
+    }
+    let status = destination(&engine, "c", "e");
+    assert_ne!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert_eq!(status.passive, HealthState::Healthy, "20 successes");
+    assert!(status.available);
+    assert_eq!(status.in_flight, 0);
+}
+
+// ---- 7. retry budget --------------------------------------------------------------------------
+
+/// With every destination failing, retries come out of the budget: a burst of calls costs about
+/// one attempt each, not `max_attempts` each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_budget_keeps_an_outage_from_multiplying_load() {
+    let servers = [
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+    ];
+    let list: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .zip(&servers)
+        .map(|(id, s)| (*id, s.url(), 0))
+        .collect();
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&list)
+    ))
+    .expect("config");
+    let accepts = || servers.iter().map(RawServer::accepts).sum::<u64>();
+
+    // The default budget has room: each call makes its three attempts.
+    let generous = HealthAwareClient::new(http_client(), engine.clone());
+    for _ in 0..5 {
+        let err = generous.get("c", "/x").send().await.expect_err("all reset");
+        assert_eq!(err.attempts().len(), 3);
+    }
+    assert_eq!(accepts(), 15);
+
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        retry_ratio: 0.0,
+        min_retries_per_second: 1,
+        budget_window: Duration::from_secs(1),
+    };
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
+    const CALLS: u64 = 40;
+    let started = Instant::now();
+    let mut calls = JoinSet::new();
+    for _ in 0..CALLS {
+        let client = client.clone();
+        calls.spawn(async move { client.get("c", "/x").send().await.map(drop) });
+    }
+    let mut attempts = 0;
+    while let Some(result) = calls.join_next().await {
+        let err = result.expect("task").expect_err("all reset");
+        attempts += err.attempts().len() as u64;
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(accepts() - 15, attempts, "every attempt reached a server");
+    // One retry per second of reserve, and nothing earned from requests (ratio 0).
+    let reserve = 1 + elapsed.as_secs_f64().ceil() as u64;
+    assert!(
+        attempts <= CALLS + reserve,
+        "{attempts} attempts for {CALLS} calls in {elapsed:?}: the budget did not hold"
+    );
+    assert!(attempts > CALLS, "the reserve allows at least one retry");
+    eprintln!("retry budget: {CALLS} failing calls made {attempts} attempts in {elapsed:?}");
+}
+
+/// A budget window outside tower's accepted 1..=60 s must not panic on the request path.
+#[tokio::test]
+async fn retry_policy_with_a_short_budget_window_does_not_panic() {
+    let backend = Backend::start("a").await.expect("backend");
+    let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
+    let policy = RetryPolicy {
+        budget_window: Duration::from_millis(500),
+        ..RetryPolicy::default()
+    };
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
+    let call = tokio::spawn(async move {
+        let response = client.get("c", "/x").send().await?;
+        Ok::<_, ClientError>(response.text().await.unwrap_or_default())
+    });
+    match call.await {
+        Ok(result) => assert_eq!(result.expect("answered"), "a"),
+        Err(e) => panic!("send() panicked with a 500 ms budget window: {e}"),
+    }
+}
+
+// ---- 8. reqwest-middleware --------------------------------------------------------------------
+
+#[cfg(feature = "middleware")]
+mod middleware {
+    use super::*;
+    use healthpick::middleware::{HealthPickMiddleware, Retryable};
+    use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+
+    fn client(engine: &Engine) -> ClientWithMiddleware {
+        ClientBuilder::new(http_client())
+            .with(HealthPickMiddleware::new(engine.clone()))
+            .build()
+    }
+
+    async fn text(client: &ClientWithMiddleware, url: &str) -> reqwest_middleware::Result<String> {
+        Ok(client.get(url).send().await?.text().await?)
+    }
+
+    #[tokio::test]
+    async fn cluster_urls_are_routed_and_other_urls_left_alone() {
+        let inside = Backend::start("inside").await.expect("backend");
+        let outside = Backend::start("outside").await.expect("backend");
+        let engine =
+            Engine::from_json(&ordered_config(&[("inside", inside.url(), 0)], "")).unwrap();
+        let client = client(&engine);
+
+        assert_eq!(
+            text(&client, "http://c/api/orders").await.unwrap(),
+            "inside"
+        );
+        assert_eq!(
+            text(&client, "http://C/api/orders?id=7").await.unwrap(),
+            "inside"
+        );
+        assert_eq!(inside.served(), 2);
+
+        let direct = format!("{}x", outside.url());
+        assert_eq!(text(&client, &direct).await.unwrap(), "outside");
+        assert_eq!(outside.served(), 1);
+        assert_eq!(inside.served(), 2, "a non-cluster URL is not routed");
+    }
+
+    #[tokio::test]
+    async fn failover_and_passive_ejection_work_through_the_middleware() {
+        let live = Backend::start("b-live").await.expect("backend");
+        let mut dead = Backend::start("a-dead").await.expect("backend");
+        let bad = RawServer::start(Mode::Reset).await;
+        let engine = Engine::from_json(&format!(
+            r#"{{
+            "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+            "Clusters": {{
+              "f": {{ "Destinations": {{ {} }} }},
+              "p": {{ "LoadBalancingPolicy": "FirstAlphabetical",
+                     "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+                     "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&[("a-dead", dead.url(), 0), ("b-live", live.url(), 0)]),
+            destinations(&[("a-bad", bad.url(), 0), ("b-live", live.url(), 0)]),
+        ))
+        .expect("config");
+        let client = client(&engine);
+
+        dead.kill();
+        for _ in 0..20 {
+            assert_eq!(
+                text(&client, "http://f/api/orders").await.unwrap(),
+                "b-live"
+            );
+        }
+
+        for _ in 0..10 {
+            assert_eq!(
+                text(&client, "http://p/api/orders").await.unwrap(),
+                "b-live"
+            );
+        }
+        assert_eq!(bad.accepts(), 4, "ejected after 4 failed outcomes");
+        let status = destination(&engine, "p", "a-bad");
+        assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+        assert_eq!(status.in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn post_is_retried_only_with_the_retryable_extension() {
+        let reset = RawServer::start(Mode::Reset).await;
+        let echo = EchoServer::start("b-echo").await;
+        let engine = Engine::from_json(&ordered_config(
+            &[("a-reset", reset.url(), 0), ("b-echo", echo.url(), 0)],
+            "",
+        ))
+        .unwrap();
+        let client = client(&engine);
+        let err = client
+            .post("http://c/api/orders")
+            .body("one")
+            .send()
+            .await
+            .expect_err("not retried");
+        assert!(
+            !err.is_middleware(),
+            "the transport error comes back: {err:?}"
+        );
+        assert_eq!((reset.accepts(), echo.served()), (1, 0));
+
+        let response = client
+            .post("http://c/api/orders")
+            .body("two")
+            .with_extension(Retryable)
+            .send()
+            .await
+            .expect("retried");
+        let seen: serde_json::Value =
+            serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(
+            (seen["method"].as_str(), seen["body"].as_str()),
+            (Some("POST"), Some("two"))
+        );
+        assert_eq!((reset.accepts(), echo.served()), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn destination_host_and_query_pass_through_the_middleware() {
+        let echo = EchoServer::start("e").await;
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{
+                "e": {{ "Address": "{}svc/", "Host": "orders.internal" }} }} }} }} }}"#,
+            echo.url()
+        ))
+        .unwrap();
+        let client = client(&engine);
+        let body = client
+            .get("http://c/api/orders?id=7")
+            .header("host", "caller.example")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(seen["path"], "/svc/api/orders");
+        assert_eq!(seen["query"], "id=7");
+        assert_eq!(seen["hosts"], serde_json::json!(["orders.internal"]));
+    }
+
+    /// When every destination was tried and failed, the caller gets the transport error of the
+    /// last attempt, as from the wrapped client, not "no available destinations" (which says
+    /// nothing was sent).
+    #[tokio::test]
+    async fn exhausted_failover_returns_the_transport_error() {
+        let reset = RawServer::start(Mode::Reset).await;
+        let engine = Engine::from_json(&ordered_config(&[("only", reset.url(), 0)], "")).unwrap();
+        let client = client(&engine);
+        let err = client
+            .get("http://c/api/orders")
+            .send()
+            .await
+            .expect_err("the only destination resets");
+        assert_eq!(reset.accepts(), 1);
+        if let reqwest_middleware::Error::Middleware(inner) = &err {
+            let typed = inner.downcast_ref::<ClientError>();
+            assert!(
+                !typed.is_some_and(ClientError::is_no_available_destinations),
+                "a request was sent and failed, yet the error says no destination was \
+                 available: {err}"
+            );
+        }
+        assert!(
+            matches!(err, reqwest_middleware::Error::Reqwest(_)),
+            "{err:?}"
+        );
+    }
+}

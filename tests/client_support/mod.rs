@@ -1,0 +1,335 @@
+//! Servers and helpers for `tests/client.rs` (the wrapped client and the middleware, SPEC §8):
+//!
+//! - [`backend`]: the examples' real hyper backend (killable, restartable on the same port);
+//! - [`RawServer`]: a TCP listener that misbehaves at the byte level and records every
+//!   connection it accepts (time, method, path), so a test can count the attempts a destination
+//!   received even though none of them got a response;
+//! - [`EchoServer`]: a hyper server that answers with what it received (method, path, query,
+//!   `Host`, content type, body) as JSON, and holds `/slow` requests forever;
+//! - [`wait_until`]: polls a condition with a deadline instead of sleeping and hoping.
+//!
+//! Every server binds `127.0.0.1` and stops (listener and open connections) when dropped.
+
+#![allow(dead_code)] // not every test uses every helper
+
+#[path = "../../examples/support/backend.rs"]
+pub mod backend;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use healthpick::{DestinationStatus, Engine};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+/// Installs a tracing subscriber that writes to the test output (shown for failing tests):
+/// healthpick at debug (every failed attempt), everything else at info, so the connection
+/// pool's per-request debug lines do not flood the output.
+pub fn init_tracing() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("healthpick", tracing::Level::DEBUG)
+        .with_default(tracing::Level::INFO);
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_test_writer())
+        .with(filter)
+        .try_init();
+}
+
+/// A reqwest client that never goes through a proxy from the environment.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("reqwest client")
+}
+
+/// Polls `condition` every few milliseconds until it holds or `within` has passed; returns
+/// whether it held.
+pub async fn wait_until(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The status of one destination now.
+pub fn destination(engine: &Engine, cluster: &str, id: &str) -> DestinationStatus {
+    engine
+        .status()
+        .cluster(cluster)
+        .unwrap_or_else(|| panic!("cluster `{cluster}` in status"))
+        .destination(id)
+        .unwrap_or_else(|| panic!("destination `{id}` in status"))
+        .clone()
+}
+
+// ---- raw misbehaving server -------------------------------------------------------------------
+
+/// What a [`RawServer`] does with a connection once it has read the request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Closes the connection without answering (a reset before any response).
+    Reset,
+    /// Answers `200` with `Content-Length: 100` and closes after five bytes of body.
+    TruncatedBody,
+    /// Never answers; keeps the connection open.
+    Hang,
+}
+
+/// One connection a [`RawServer`] accepted.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    /// When it was accepted.
+    pub at: Instant,
+    /// Method of the request head, empty when the client sent nothing.
+    pub method: String,
+    /// Path (without query) of the request head, empty when the client sent nothing.
+    pub path: String,
+}
+
+#[derive(Default)]
+struct RawShared {
+    accepts: AtomicU64,
+    hits: Mutex<Vec<Hit>>,
+}
+
+/// A TCP server that reads a request head and then misbehaves per [`Mode`]; one connection is
+/// one attempt, since it never keeps a connection alive for a second request.
+pub struct RawServer {
+    addr: SocketAddr,
+    shared: Arc<RawShared>,
+    task: JoinHandle<()>,
+}
+
+impl RawServer {
+    /// Starts on a free loopback port.
+    pub async fn start(mode: Mode) -> RawServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve(listener, mode)
+    }
+
+    /// Starts on `addr`, retrying for a while: used right after a backend on that port was
+    /// killed, whose listener closes once its aborted task is dropped.
+    pub async fn start_at(addr: SocketAddr, mode: Mode) -> RawServer {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpListener::bind(addr).await {
+                Ok(listener) => return Self::serve(listener, mode),
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err(e) => panic!("cannot bind {addr} again: {e}"),
+            }
+        }
+    }
+
+    fn serve(listener: TcpListener, mode: Mode) -> RawServer {
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Arc::new(RawShared::default());
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), mode));
+        RawServer { addr, shared, task }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepts(&self) -> u64 {
+        self.shared.accepts.load(Ordering::SeqCst)
+    }
+
+    /// Every connection whose head was read (or that sent nothing), in order.
+    pub fn hits(&self) -> Vec<Hit> {
+        self.shared.hits.lock().unwrap().clone()
+    }
+
+    /// Connections whose request path was `path`.
+    pub fn hits_on(&self, path: &str) -> Vec<Hit> {
+        self.hits().into_iter().filter(|h| h.path == path).collect()
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<RawShared>, mode: Mode) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let at = Instant::now();
+        shared.accepts.fetch_add(1, Ordering::SeqCst);
+        let shared = shared.clone();
+        connections.spawn(async move {
+            let head = read_head(&mut stream).await;
+            let mut words = head.split_whitespace();
+            let method = words.next().unwrap_or_default().to_string();
+            let target = words.next().unwrap_or_default();
+            let path = target.split('?').next().unwrap_or_default().to_string();
+            shared.hits.lock().unwrap().push(Hit { at, method, path });
+            match mode {
+                Mode::Reset => {}
+                Mode::TruncatedBody => {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort")
+                        .await;
+                    let _ = stream.flush().await;
+                }
+                Mode::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
+            }
+            drop(stream);
+        });
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Reads until the end of the request head, EOF, 8 KiB or one second; returns what was read.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
+    let mut buf = Vec::with_capacity(1024);
+    let read = async {
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+// ---- echo server ------------------------------------------------------------------------------
+
+/// A hyper server that answers every request with what it received, as JSON:
+/// `{"server", "method", "path", "query", "host", "hosts", "content_type", "body"}` (`hosts`:
+/// every `Host` header received).
+/// `/api/systemstatus` answers a healthy payload; `/slow` never answers.
+pub struct EchoServer {
+    addr: SocketAddr,
+    served: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl EchoServer {
+    /// Starts on a free loopback port; `name` comes back as `server`.
+    pub async fn start(name: &str) -> EchoServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let served = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(echo_loop(listener, name.to_string(), served.clone()));
+        EchoServer { addr, served, task }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Requests answered or being held (probes not counted).
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn echo_loop(listener: TcpListener, name: String, served: Arc<AtomicU64>) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (name, served) = (name.clone(), served.clone());
+        connections.spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req| echo(req, name.clone(), served.clone()));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+async fn echo(
+    req: Request<Incoming>,
+    name: String,
+    served: Arc<AtomicU64>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/api/systemstatus" {
+        return Ok(Response::new(Full::new(Bytes::from_static(
+            br#"{"status":"Healthy"}"#,
+        ))));
+    }
+    served.fetch_add(1, Ordering::SeqCst);
+    if req.uri().path() == "/slow" {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    let header = |n: &str| {
+        req.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (method, path, query) = (
+        req.method().to_string(),
+        req.uri().path().to_string(),
+        req.uri().query().map(str::to_string),
+    );
+    let (host, content_type) = (header("host"), header("content-type"));
+    let hosts: Vec<String> = req
+        .headers()
+        .get_all("host")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let json = serde_json::json!({
+        "server": name,
+        "method": method,
+        "path": path,
+        "query": query,
+        "host": host,
+        "hosts": hosts,
+        "content_type": content_type,
+        "body": String::from_utf8_lossy(&body),
+    });
+    Ok(Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(json.to_string())))
+        .expect("static response parts"))
+}
