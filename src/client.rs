@@ -49,19 +49,29 @@ impl Default for RetryPolicy {
 #[derive(Debug)]
 pub(crate) struct Retries {
     pub policy: RetryPolicy,
-    budgets: Mutex<HashMap<String, Arc<TpsBudget>>>,
+    budgets: Mutex<HashMap<String, Arc<TpsBudget>, foldhash::fast::RandomState>>,
 }
 
 impl Retries {
     pub fn new(policy: RetryPolicy) -> Self {
         Retries {
             policy,
-            budgets: Mutex::new(HashMap::new()),
+            budgets: Mutex::new(HashMap::default()),
         }
     }
 
     /// The budget of `cluster`, on which one request has just been deposited.
     pub fn request(&self, cluster: &str) -> Arc<TpsBudget> {
+        // Usual case: a lower-case id already seen, found without allocating.
+        if !cluster
+            .bytes()
+            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+        {
+            if let Some(budget) = self.budgets.lock().get(cluster) {
+                budget.deposit();
+                return budget.clone();
+            }
+        }
         let budget = self
             .budgets
             .lock()
@@ -388,7 +398,7 @@ impl RequestBuilder {
         self
     }
 
-    /// Timeout of each attempt (from sending until the response headers arrive).
+    /// Timeout of each attempt, as reqwest applies it (until the response body is read).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -416,7 +426,8 @@ impl RequestBuilder {
         let retryable = self
             .retryable
             .unwrap_or_else(|| is_idempotent(&self.method));
-        let budget = retries.request(&self.cluster);
+        // Taken after the first pick succeeded, so unknown cluster names leave no budget behind.
+        let mut budget: Option<Arc<TpsBudget>> = None;
         let path = if self.query.is_empty() {
             self.path.clone()
         } else {
@@ -436,6 +447,7 @@ impl RequestBuilder {
                 Err(e) if failures.is_empty() => return Err(e.into()),
                 Err(_) => break, // nothing left to retry on
             };
+            let budget = budget.get_or_insert_with(|| retries.request(&self.cluster));
             let url =
                 crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
             let mut headers = self.headers.clone();

@@ -133,6 +133,8 @@ pub(crate) struct ClusterRuntime {
     pub book: Mutex<ClusterBook>,
     /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
     pub first_round: tokio::sync::watch::Sender<bool>,
+    /// The same, readable without the watch channel's lock on the request path.
+    pub first_round_done: std::sync::atomic::AtomicBool,
     /// The current settings, shared by all destinations of the cluster.
     pub settings: Arc<ArcSwap<ClusterSettings>>,
 }
@@ -159,6 +161,7 @@ impl ClusterRuntime {
             counter: AtomicUsize::new(0),
             book: Mutex::new(ClusterBook::default()),
             first_round: tokio::sync::watch::Sender::new(false),
+            first_round_done: std::sync::atomic::AtomicBool::new(false),
             settings: Arc::new(ArcSwap::new(settings.clone())),
         }
     }

@@ -607,20 +607,20 @@ impl Engine {
     /// # Errors
     /// As [`pick_endpoint`](Self::pick_endpoint).
     pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
-        if let Some(runtime) = self.core.cluster(cluster) {
-            let timeout = runtime
-                .snapshot
-                .load()
-                .settings
-                .active
-                .as_ref()
-                .map(|a| a.timeout);
-            if let Some(timeout) = timeout {
-                let mut first_round = runtime.first_round.subscribe();
-                if !*first_round.borrow() {
-                    let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
+        let waiting = {
+            let table = self.core.clusters.load();
+            let entry = Self::entry(&table, cluster)?;
+            match &entry.snapshot.settings.active {
+                Some(active) if !entry.runtime.first_round_done.load(Ordering::Acquire) => {
+                    Some((entry.runtime.clone(), active.timeout))
                 }
+                // The usual case: one table lookup, then the pick itself.
+                _ => return self.choose(entry, &entry.snapshot.best, cluster),
             }
+        };
+        if let Some((runtime, timeout)) = waiting {
+            let mut first_round = runtime.first_round.subscribe();
+            let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
         }
         self.pick_endpoint(cluster)
     }

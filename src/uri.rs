@@ -29,7 +29,12 @@ pub(crate) fn parse_base(text: &str) -> Result<Url, &'static str> {
 /// A message when the base is not an absolute http(s) URL, `path` does not start with `/` or
 /// `query` does not start with `?`.
 pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<Url, String> {
-    let mut url = parse_base(base).map_err(|why| format!("base `{base}` {why}"))?;
+    let url = parse_base(base).map_err(|why| format!("base `{base}` {why}"))?;
+    join(url, path, query)
+}
+
+/// The rules of [`probe_uri`] on an already parsed base URL.
+fn join(mut url: Url, path: Option<&str>, query: Option<&str>) -> Result<Url, String> {
     url.set_fragment(None);
     url.set_query(None);
     let path = path.unwrap_or("");
@@ -41,7 +46,11 @@ pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<
         let trimmed = base_path.strip_suffix('/').unwrap_or(base_path);
         // `set_path` would treat `?` and `#` as data anyway, but encode them explicitly so the
         // rule does not depend on the url crate's choice.
-        let joined = format!("{trimmed}{}", path.replace('?', "%3F").replace('#', "%23"));
+        let joined = if path.contains(['?', '#']) {
+            format!("{trimmed}{}", path.replace('?', "%3F").replace('#', "%23"))
+        } else {
+            format!("{trimmed}{path}")
+        };
         url.set_path(&joined);
     }
     match query {
@@ -70,7 +79,8 @@ pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Result<Url, Strin
         std::borrow::Cow::Owned(format!("/{path}"))
     };
     let path = if path.is_empty() { None } else { Some(&*path) };
-    probe_uri(base.as_str(), path, query.as_deref())
+    // The base was parsed when the config was applied: start from a copy, not a re-parse.
+    join(base.clone(), path, query.as_deref())
 }
 
 #[cfg(test)]

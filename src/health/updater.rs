@@ -145,6 +145,9 @@ pub(crate) fn probe_round(
         .collect();
     if round.is_empty() {
         // A round over no (known) destination still counts as the cluster's first round.
+        runtime
+            .first_round_done
+            .store(true, std::sync::atomic::Ordering::Release);
         runtime.first_round.send_replace(true);
         return 0;
     }
@@ -207,6 +210,9 @@ pub(crate) fn probe_round(
         }
     }
     rebuild(core, runtime, &mut book, &snapshot, now);
+    runtime
+        .first_round_done
+        .store(true, std::sync::atomic::Ordering::Release);
     runtime.first_round.send_replace(true);
     round.len()
 }
