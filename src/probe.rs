@@ -215,3 +215,66 @@ fn describe(e: &reqwest::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Engine;
+
+    /// The probe request the default factory builds for the only destination of a cluster.
+    fn probe_for(address: &str, version: Option<&str>) -> ProbeRequest {
+        let version = version.map_or(String::new(), |v| {
+            format!(r#", "HttpRequest": {{ "Version": "{v}" }}"#)
+        });
+        let json = format!(
+            r#"{{"Clusters": {{"c": {{
+                "HealthCheck": {{ "Active": {{ "Enabled": true, "Path": "/health" }} }}{version},
+                "Destinations": {{ "d": {{ "Address": "{address}", "Host": "svc.internal" }} }} }} }} }}"#
+        );
+        let engine = Engine::from_json(&json).unwrap();
+        let config = crate::Config::from_json(&json).unwrap();
+        let destination = engine.best_endpoints("c").unwrap().destinations[0].clone();
+        DefaultProbeRequestFactory
+            .create(&config.clusters()[0], &destination)
+            .unwrap()
+    }
+
+    #[test]
+    fn default_probe_is_a_get_with_user_agent_host_and_http11() {
+        let p = probe_for("http://127.0.0.1:8080/api", None);
+        assert_eq!(p.method, Method::GET);
+        assert_eq!(p.uri.as_str(), "http://127.0.0.1:8080/api/health");
+        assert_eq!(p.headers[USER_AGENT], PROBE_USER_AGENT);
+        assert!(
+            PROBE_USER_AGENT.starts_with("healthpick/")
+                && PROBE_USER_AGENT.ends_with(" (active health check)")
+        );
+        assert_eq!(p.headers[HOST], "svc.internal");
+        assert_eq!(p.version, Version::HTTP_11);
+    }
+
+    #[test]
+    fn http2_is_asked_for_over_tls_only() {
+        assert_eq!(
+            probe_for("https://10.0.0.1/", Some("2")).version,
+            Version::HTTP_2
+        );
+        assert_eq!(
+            probe_for("https://10.0.0.1/", Some("2.0")).version,
+            Version::HTTP_2
+        );
+        assert_eq!(
+            probe_for("https://10.0.0.1/", Some("1.1")).version,
+            Version::HTTP_11
+        );
+        assert_eq!(
+            probe_for("https://10.0.0.1/", None).version,
+            Version::HTTP_11
+        );
+        // Cleartext h2 needs prior knowledge most servers lack: stay on HTTP/1.1.
+        assert_eq!(
+            probe_for("http://10.0.0.1/", Some("2")).version,
+            Version::HTTP_11
+        );
+    }
+}
