@@ -148,6 +148,13 @@ pub(crate) struct ClusterBook {
 }
 
 impl ClusterRuntime {
+    /// Records that a probe round finished: releases first-pick waiters and `Engine::ready`.
+    pub fn mark_first_round(&self) {
+        self.first_round_done
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.first_round.send_replace(true);
+    }
+
     pub fn new(settings: Arc<ClusterSettings>) -> Self {
         ClusterRuntime {
             snapshot: ArcSwap::from_pointee(ClusterSnapshot {

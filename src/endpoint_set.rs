@@ -172,14 +172,6 @@ struct Inner {
     failure_log_level: tracing::Level,
 }
 
-impl std::fmt::Debug for Prober {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prober")
-            .field("available_permits", &self.semaphore.available_permits())
-            .finish_non_exhaustive()
-    }
-}
-
 impl EndpointSet {
     /// The id of the one cluster an endpoint set runs.
     pub const CLUSTER: &'static str = "endpoints";

@@ -646,7 +646,7 @@ impl Engine {
     pub fn first_round_done(&self, cluster: &str) -> bool {
         self.core
             .cluster(cluster)
-            .is_some_and(|r| *r.first_round.borrow())
+            .is_some_and(|r| r.first_round_done.load(Ordering::Acquire))
     }
 
     /// What the active monitor needs to probe `cluster` now: `None` when the cluster is gone or

@@ -162,6 +162,14 @@ pub(crate) struct Prober {
     pub factory: Arc<dyn ProbeRequestFactory>,
 }
 
+impl std::fmt::Debug for Prober {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prober")
+            .field("available_permits", &self.semaphore.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Prober {
     /// A prober with its own bound and clients (for the endpoint set).
     pub fn new(max_concurrent: usize) -> Self {

@@ -145,10 +145,7 @@ pub(crate) fn probe_round(
         .collect();
     if round.is_empty() {
         // A round over no (known) destination still counts as the cluster's first round.
-        runtime
-            .first_round_done
-            .store(true, std::sync::atomic::Ordering::Release);
-        runtime.first_round.send_replace(true);
+        runtime.mark_first_round();
         return 0;
     }
     let ctx = ActivePolicyContext { settings, now };
@@ -210,10 +207,7 @@ pub(crate) fn probe_round(
         }
     }
     rebuild(core, runtime, &mut book, &snapshot, now);
-    runtime
-        .first_round_done
-        .store(true, std::sync::atomic::Ordering::Release);
-    runtime.first_round.send_replace(true);
+    runtime.mark_first_round();
     round.len()
 }
 
