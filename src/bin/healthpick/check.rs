@@ -1,29 +1,21 @@
-//! `healthpick`: command-line companion of the healthpick library.
-//!
-//! `healthpick check FILE` reads a YARP `ReverseProxy:Clusters` JSON file exactly as the library
-//! does, reports every problem at once and, with `--json`, prints the effective configuration
-//! with every default resolved. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.
+//! `healthpick check FILE`: validate a configuration file like `nginx -t`, reporting every problem
+//! at once; `--json` prints the effective configuration with every default resolved.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use healthpick::config::{
     check, CheckReport, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
 };
 use healthpick::{Diagnostic, PolicyRegistry};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-const MAIN_AFTER_HELP: &str = "\
-Examples:
-  healthpick check appsettings.json
-  healthpick check --strict --json appsettings.Production.json
+use crate::{emit, plural, read_text};
 
-Run `healthpick check --help` for the output formats and exit statuses.";
-
-const CHECK_AFTER_HELP: &str = "\
+pub(crate) const AFTER_HELP: &str = "\
 The file is a YARP appsettings document ({\"ReverseProxy\": {\"Clusters\": ...}} or
 {\"Clusters\": ...}); comments and trailing commas are accepted, keys are case-insensitive.
 
@@ -45,44 +37,22 @@ Examples:
   healthpick check --strict appsettings.json && deploy
   healthpick check --json appsettings.json | jq '.clusters[].destinations'";
 
-/// Validate YARP ReverseProxy:Clusters configuration files for healthpick.
-#[derive(Debug, Parser)]
-#[command(name = "healthpick", version, after_help = MAIN_AFTER_HELP)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Check a configuration file and report every problem (like `nginx -t`)
-    #[command(after_help = CHECK_AFTER_HELP)]
-    Check(CheckArgs),
-}
-
 #[derive(Debug, Args)]
-struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The YARP JSON configuration file to check (e.g. appsettings.json)
     #[arg(value_name = "FILE")]
-    file: PathBuf,
+    pub file: PathBuf,
 
     /// Treat warnings as errors
     #[arg(long)]
-    strict: bool,
+    pub strict: bool,
 
     /// Print one JSON object with the diagnostics and the effective configuration
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Check(args) => run_check(&args),
-    }
-}
-
-fn run_check(args: &CheckArgs) -> ExitCode {
+pub(crate) fn run(args: &CheckArgs) -> ExitCode {
     let text = match read_text(&args.file) {
         Ok(text) => text,
         Err(why) => {
@@ -118,33 +88,6 @@ fn run_check(args: &CheckArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
-}
-
-/// Reads the file as UTF-8 text, without a leading byte-order mark (editors on Windows write one
-/// into appsettings.json files).
-fn read_text(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "the file is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
-    Ok(match text.strip_prefix('\u{feff}') {
-        Some(rest) => rest.to_string(),
-        None => text,
-    })
-}
-
-/// Writes to stdout, ignoring a closed pipe (`healthpick check f | head -1` must not panic).
-fn emit(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
-
-fn plural(n: usize, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
 fn human_output(file: &Path, report: &CheckReport) -> String {

@@ -1,0 +1,21 @@
+//! `healthpick watch FILE`: probe the destinations of a configuration and show their health live.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+pub(crate) const AFTER_HELP: &str = "Not implemented yet.";
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// The file to read
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+pub(crate) fn run(args: &WatchArgs) -> ExitCode {
+    let _ = &args.file;
+    eprintln!("healthpick: not implemented yet");
+    ExitCode::from(2)
+}
