@@ -16,6 +16,7 @@ use crate::health::{
     ActiveHealthPolicy, AvailableDestinationsPolicy, AvailablePolicyContext, ConsecutiveFailures,
     HealthClass, HealthyOrPanic, PassiveHealthPolicy, TransportFailureRate,
 };
+use crate::observer::Observer;
 use crate::registry::PolicyRegistry;
 use crate::selection::{LoadBalancingPolicy, PowerOfTwoChoices};
 
@@ -25,6 +26,8 @@ pub(crate) struct ClusterSettings {
     pub config: ClusterConfig,
     pub active: Option<ActiveSettings>,
     pub passive: Option<Arc<dyn PassiveHealthPolicy>>,
+    /// The passive policy's registered name.
+    pub passive_name: String,
     pub available_policy: Arc<dyn AvailableDestinationsPolicy>,
     pub available_policy_name: String,
     pub load_balancing: Arc<dyn LoadBalancingPolicy>,
@@ -34,11 +37,15 @@ pub(crate) struct ClusterSettings {
     pub options: HealthPolicyOptions,
     pub clock: Arc<dyn Clock>,
     pub core: Weak<EngineCore>,
+    /// The engine's observer, if any: read on the request path, so kept here.
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// Resolved active-check settings.
 pub(crate) struct ActiveSettings {
     pub policy: Arc<dyn ActiveHealthPolicy>,
+    /// The policy's registered name.
+    pub name: String,
     pub interval: Duration,
     pub timeout: Duration,
 }
@@ -51,21 +58,38 @@ impl ClusterSettings {
         options: HealthPolicyOptions,
         clock: Arc<dyn Clock>,
         core: Weak<EngineCore>,
+        observer: Option<Arc<dyn Observer>>,
     ) -> Self {
         // Validation guarantees the names resolve; the built-ins stand in rather than panicking.
         let hc = &config.health_check;
-        let active = hc.active.enabled.then(|| ActiveSettings {
-            policy: registry
-                .active(hc.active.policy_name())
-                .map_or_else(|| Arc::new(ConsecutiveFailures) as _, |(_, p)| p.clone()),
-            interval: config.effective_interval(&options),
-            timeout: config.effective_timeout(&options),
+        let active = hc.active.enabled.then(|| {
+            let (name, policy) = registry.active(hc.active.policy_name()).map_or_else(
+                || {
+                    (
+                        "ConsecutiveFailures".to_string(),
+                        Arc::new(ConsecutiveFailures) as _,
+                    )
+                },
+                |(n, p)| (n.to_string(), p.clone()),
+            );
+            ActiveSettings {
+                policy,
+                name,
+                interval: config.effective_interval(&options),
+                timeout: config.effective_timeout(&options),
+            }
         });
-        let passive = hc.passive.enabled.then(|| {
-            registry
-                .passive(hc.passive.policy_name())
-                .map_or_else(|| Arc::new(TransportFailureRate) as _, |(_, p)| p.clone())
-        });
+        let (passive_name, passive_policy) =
+            registry.passive(hc.passive.policy_name()).map_or_else(
+                || {
+                    (
+                        "TransportFailureRate".to_string(),
+                        Arc::new(TransportFailureRate) as _,
+                    )
+                },
+                |(n, p)| (n.to_string(), p.clone()),
+            );
+        let passive = hc.passive.enabled.then_some(passive_policy);
         let (available_policy_name, available_policy) = registry
             .available_destinations(hc.available_destinations_policy_name())
             .map_or_else(
@@ -90,6 +114,7 @@ impl ClusterSettings {
             config: config.clone(),
             active,
             passive,
+            passive_name,
             available_policy,
             available_policy_name,
             load_balancing,
@@ -97,6 +122,7 @@ impl ClusterSettings {
             options,
             clock,
             core,
+            observer,
         }
     }
 

@@ -21,6 +21,7 @@ use crate::error::PickError;
 use crate::events::HealthEvent;
 use crate::health::updater::{self, Reactivation};
 use crate::health::{HealthClass, ProbeResult};
+use crate::observer::Observer;
 use crate::registry::PolicyRegistry;
 use crate::rng::RandomSource;
 use crate::selection::PickContext;
@@ -76,6 +77,7 @@ pub struct EngineBuilder {
     options: HealthPolicyOptions,
     strict: bool,
     event_capacity: usize,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -98,6 +100,7 @@ impl Default for EngineBuilder {
             options: HealthPolicyOptions::default(),
             strict: false,
             event_capacity: 1024,
+            observer: None,
         }
     }
 }
@@ -184,6 +187,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Installs an [`Observer`] that sees every probe round, request outcome, policy evaluation
+    /// and change event, synchronously (the simulator and the recorder are observers).
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Builds an engine with no clusters.
     pub fn build(self) -> Engine {
         let auto_timers = self.clock.is_none();
@@ -208,7 +218,11 @@ impl EngineBuilder {
             config_lock: Mutex::new(()),
             strict: self.strict,
             config_generation: tokio::sync::watch::Sender::new(0),
+            observer: self.observer,
         });
+        if let Some(observer) = &core.observer {
+            observer.attached(core.clock.now());
+        }
         Engine { core }
     }
 
@@ -281,6 +295,7 @@ pub(crate) struct EngineCore {
     strict: bool,
     /// Bumped after every applied configuration; the active monitor follows it.
     pub config_generation: tokio::sync::watch::Sender<u64>,
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl Drop for EngineCore {
@@ -312,6 +327,9 @@ impl EngineCore {
     }
 
     pub fn emit(&self, event: HealthEvent) {
+        if let Some(observer) = &self.observer {
+            observer.event(&event);
+        }
         // No subscriber is fine.
         let _ = self.events.send(event);
     }
@@ -443,6 +461,7 @@ impl Engine {
                 options,
                 core.clock.clone(),
                 core.me.clone(),
+                core.observer.clone(),
             ));
             let runtime = old
                 .get(&cluster.id)
@@ -660,6 +679,18 @@ impl Engine {
             timeout: active.timeout,
             snapshot: snapshot.clone(),
         })
+    }
+
+    /// The current destination `id` of `cluster` (both case-insensitive).
+    pub(crate) fn find_destination(&self, cluster: &str, id: &str) -> Option<Arc<Destination>> {
+        let table = self.core.clusters.load();
+        let entry = table.get(cluster)?;
+        entry
+            .snapshot
+            .all
+            .iter()
+            .find(|d| crate::config::eq_ignore_case(&d.id, id))
+            .cloned()
     }
 
     /// Ids of the clusters with active checks enabled, in config order.

@@ -68,11 +68,13 @@ pub mod health;
 #[cfg(feature = "middleware")]
 pub mod middleware;
 pub mod monitor;
+pub mod observer;
 pub mod probe;
 mod registry;
 mod rng;
 pub mod selection;
 pub mod service;
+pub mod simulate;
 mod status;
 mod uri;
 

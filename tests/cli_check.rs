@@ -68,7 +68,7 @@ fn help_describes_the_tool_and_shows_an_example() {
     let out = healthpick(&["--help"]);
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
-    assert!(text.contains("Validate YARP"), "{text}");
+    assert!(text.contains("Validate, watch and simulate YARP"), "{text}");
     assert!(text.contains("check"), "{text}");
     assert!(text.contains("healthpick check appsettings.json"), "{text}");
 }

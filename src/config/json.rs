@@ -80,12 +80,12 @@ impl Node {
     }
 }
 
-/// Reads a document; problems go to `diags`. `None` when the text is not a JSON object at all.
-pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
-    let options = ParseOptions {
+/// The JSON dialect of .NET configuration files: comments and trailing commas, otherwise strict
+/// JSON as System.Text.Json reads appsettings files. Scenario files use it too.
+pub(crate) fn parse_options() -> ParseOptions {
+    ParseOptions {
         allow_comments: true,
         allow_trailing_commas: true,
-        // Everything else stays strict JSON, as System.Text.Json reads appsettings files.
         allow_loose_object_property_names: false,
         allow_missing_commas: false,
         allow_single_quoted_strings: false,
@@ -94,7 +94,12 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
         allow_bare_decimal_point_numbers: false,
         allow_non_finite_numbers: false,
         allow_extended_string_escapes: false,
-    };
+    }
+}
+
+/// Reads a document; problems go to `diags`. `None` when the text is not a JSON object at all.
+pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
+    let options = parse_options();
     // Editors such as Visual Studio save appsettings.json with a byte-order mark; .NET skips it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let parsed = match jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &options) {

@@ -18,6 +18,7 @@ pub use model::{
 pub use timespan::{parse_timespan, TimeSpan, TimeSpanError};
 pub use validate::{check, CheckReport, ConfigError, Diagnostic, Severity};
 
+pub(crate) use json::parse_options;
 pub(crate) use validate::{parse_metadata_number, validate, Diagnostics};
 
 /// Metadata key of the ConsecutiveFailures threshold (cluster metadata), as in YARP.

@@ -17,6 +17,7 @@ use crate::config::fold_case;
 use crate::destination::{Destination, DestinationState};
 use crate::engine::EngineCore;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
+use crate::observer::{Evaluated, Evaluation};
 use crate::selection;
 
 /// A pending passive reactivation.
@@ -53,6 +54,10 @@ impl Ord for WeakState {
 /// only when the verdict changes the destination's passive health.
 pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutcome) {
     let settings = destination.cluster.load();
+    if let Some(observer) = &settings.observer {
+        let at = settings.clock.now();
+        observer.request_completed(at, &settings.id, &destination.id, outcome);
+    }
     let Some(policy) = &settings.passive else {
         return;
     };
@@ -65,6 +70,17 @@ pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutco
     let Some(verdict) = policy.request_completed(&ctx, outcome) else {
         return;
     };
+    if let Some(observer) = &settings.observer {
+        observer.evaluated(&Evaluation {
+            at: now,
+            cluster: &settings.id,
+            destination: &destination.id,
+            policy: &settings.passive_name,
+            input: Evaluated::Outcome(outcome),
+            state: verdict.health,
+            reason: &verdict.reason,
+        });
+    }
     if verdict.health == destination.state.passive() {
         return;
     }
@@ -148,8 +164,27 @@ pub(crate) fn probe_round(
         runtime.mark_first_round();
         return 0;
     }
+    if let Some(observer) = &settings.observer {
+        let results: Vec<ProbeResult> = round.iter().map(|(_, r)| (*r).clone()).collect();
+        observer.probe_round(now, &settings.id, &results);
+    }
     let ctx = ActivePolicyContext { settings, now };
     let verdicts = active.policy.probing_completed(&ctx, &round);
+    if let Some(observer) = &settings.observer {
+        for verdict in &verdicts {
+            if let Some((destination, result)) = round.get(verdict.index) {
+                observer.evaluated(&Evaluation {
+                    at: now,
+                    cluster: &settings.id,
+                    destination: &destination.id,
+                    policy: &active.name,
+                    input: Evaluated::Probe(result),
+                    state: verdict.health,
+                    reason: &verdict.reason,
+                });
+            }
+        }
+    }
 
     for (destination, result) in &round {
         let state = &destination.state;
