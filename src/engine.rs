@@ -16,7 +16,7 @@ use crate::cluster::{ClusterRuntime, ClusterSettings, ClusterSnapshot};
 use crate::config::{
     fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics, HealthPolicyOptions,
 };
-use crate::destination::{Destination, PickHandle};
+use crate::destination::{Destination, DestinationInfo, PickHandle};
 use crate::error::PickError;
 use crate::events::HealthEvent;
 use crate::health::updater::{self, Reactivation};
@@ -471,9 +471,12 @@ impl Engine {
             runtime.settings.store(settings.clone());
             let previous = runtime.snapshot.load_full();
             let surviving: HashMap<String, &Arc<Destination>> =
-                previous.all.iter().map(|o| (fold_case(&o.id), o)).collect();
+                previous.all.iter().map(|o| (fold_case(&o.info.id), o)).collect();
             let cluster_id: Arc<str> = Arc::from(cluster.id.as_str());
-            let destinations = cluster
+            // Kept destinations stay as they are; new ones get their cold part built first and
+            // their small hot blocks allocated one after another below, so a pick's working set
+            // is dense.
+            let planned: Vec<Result<Arc<Destination>, Box<DestinationInfo>>> = cluster
                 .destinations
                 .iter()
                 .filter_map(|d| {
@@ -482,29 +485,39 @@ impl Engine {
                     let health_url = d.health.as_deref().and_then(|h| uri::parse_base(h).ok());
                     let old = surviving.get(&fold_case(&d.id));
                     if let Some(old) = old {
-                        let unchanged = *old.id == *d.id
-                            && *old.cluster_id == *cluster_id
-                            && old.address == address
-                            && old.health_url == health_url
-                            && old.host == d.host
-                            && old.tier == d.priority
-                            && old.metadata == d.metadata;
+                        let unchanged = *old.info.id == *d.id
+                            && *old.info.cluster_id == *cluster_id
+                            && old.info.address == address
+                            && old.info.health_url == health_url
+                            && old.info.host == d.host
+                            && old.info.tier == d.priority
+                            && old.info.metadata == d.metadata;
                         if unchanged {
-                            return Some(Arc::clone(old));
+                            return Some(Ok(Arc::clone(old)));
                         }
                     }
-                    Some(Arc::new(Destination {
-                        in_flight: AtomicUsize::new(0),
+                    Some(Err(Box::new(DestinationInfo {
                         id: Arc::from(d.id.as_str()),
                         address,
                         health_url,
                         host: d.host.clone(),
                         tier: d.priority,
                         metadata: d.metadata.clone(),
-                        state: old.map(|o| o.state.clone()).unwrap_or_default(),
+                        state: old.map(|o| o.info.state.clone()).unwrap_or_default(),
                         cluster_id: cluster_id.clone(),
                         cluster: runtime.settings.clone(),
-                    }))
+                    })))
+                })
+                .collect();
+            let destinations: Vec<Arc<Destination>> = planned
+                .into_iter()
+                .map(|planned| {
+                    planned.unwrap_or_else(|info| {
+                        Arc::new(Destination {
+                            in_flight: AtomicUsize::new(0),
+                            info,
+                        })
+                    })
                 })
                 .collect();
             updater::publish(core, &runtime, &mut book, settings, destinations, now);
@@ -689,7 +702,7 @@ impl Engine {
             .snapshot
             .all
             .iter()
-            .find(|d| crate::config::eq_ignore_case(&d.id, id))
+            .find(|d| crate::config::eq_ignore_case(&d.info.id, id))
             .cloned()
     }
 
@@ -811,12 +824,12 @@ impl Engine {
                     .all
                     .iter()
                     .map(|d| {
-                        let record = d.state.record.lock().clone();
+                        let record = d.info.state.record.lock().clone();
                         let health = d.health();
                         DestinationStatus {
-                            id: d.id.to_string(),
-                            address: d.address.to_string(),
-                            tier: d.tier,
+                            id: d.info.id.to_string(),
+                            address: d.info.address.to_string(),
+                            tier: d.info.tier,
                             active: health.active,
                             passive: health.passive,
                             reported: health.reported,

@@ -197,7 +197,7 @@ impl Prober {
             let (client, semaphore, id) = (
                 client.clone(),
                 self.semaphore.clone(),
-                destination.id.clone(),
+                destination.info.id.clone(),
             );
             probes.spawn(async move {
                 // The timeout starts once the probe may go: waiting for the bound is not the

@@ -26,7 +26,7 @@ impl ActiveHealthPolicy for ConsecutiveFailures {
             .iter()
             .enumerate()
             .map(|(index, (destination, result))| {
-                let mut data = destination.state.policy.lock();
+                let mut data = destination.info.state.policy.lock();
                 let health = if result.is_success() {
                     data.consecutive_failures = 0;
                     HealthState::Healthy
@@ -35,7 +35,7 @@ impl ActiveHealthPolicy for ConsecutiveFailures {
                     if f64::from(data.consecutive_failures) >= threshold {
                         HealthState::Unhealthy
                     } else {
-                        destination.state.active()
+                        destination.info.state.active()
                     }
                 };
                 ActiveVerdict {

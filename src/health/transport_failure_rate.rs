@@ -30,7 +30,7 @@ impl PassiveHealthPolicy for TransportFailureRate {
         outcome: RequestOutcome,
     ) -> Option<PassiveVerdict> {
         let options = ctx.options();
-        let counts = ctx.destination.state.policy.lock().history.add(
+        let counts = ctx.destination.info.state.policy.lock().history.add(
             ctx.now(),
             options.detection_window_size,
             options.minimal_total_count_threshold,

@@ -53,10 +53,10 @@ impl Ord for WeakState {
 /// Hot path: one request outcome. Costs the passive policy's evaluation; takes the cluster lock
 /// only when the verdict changes the destination's passive health.
 pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutcome) {
-    let settings = destination.cluster.load();
+    let settings = destination.info.cluster.load();
     if let Some(observer) = &settings.observer {
         let at = settings.clock.now();
-        observer.request_completed(at, &settings.id, &destination.id, outcome);
+        observer.request_completed(at, &settings.id, &destination.info.id, outcome);
     }
     let Some(policy) = &settings.passive else {
         return;
@@ -74,14 +74,14 @@ pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutco
         observer.evaluated(&Evaluation {
             at: now,
             cluster: &settings.id,
-            destination: &destination.id,
+            destination: &destination.info.id,
             policy: &settings.passive_name,
             input: Evaluated::Outcome(outcome),
             state: verdict.health,
             reason: &verdict.reason,
         });
     }
-    if verdict.health == destination.state.passive() {
+    if verdict.health == destination.info.state.passive() {
         return;
     }
     if let Some(core) = settings.core.upgrade() {
@@ -95,11 +95,11 @@ fn set_passive(
     verdict: PassiveVerdict,
     now: Duration,
 ) {
-    let Some(runtime) = core.cluster(&destination.cluster_id) else {
+    let Some(runtime) = core.cluster(&destination.info.cluster_id) else {
         return;
     };
     let mut book = runtime.book.lock();
-    let state = &destination.state;
+    let state = &destination.info.state;
     let from = state.passive();
     if from == verdict.health {
         return; // another thread applied the same verdict first
@@ -128,7 +128,7 @@ fn set_passive(
                 due,
                 seq: 0,
                 cluster: settings.id.clone(),
-                destination: destination.id.clone(),
+                destination: destination.info.id.clone(),
                 state: WeakState(Arc::downgrade(state)),
             });
         }
@@ -153,7 +153,7 @@ pub(crate) fn probe_round(
     let by_id: std::collections::HashMap<String, &Destination> = snapshot
         .all
         .iter()
-        .map(|d| (fold_case(&d.id), &**d))
+        .map(|d| (fold_case(&d.info.id), &**d))
         .collect();
     let round: Vec<(&Destination, &ProbeResult)> = results
         .iter()
@@ -176,7 +176,7 @@ pub(crate) fn probe_round(
                 observer.evaluated(&Evaluation {
                     at: now,
                     cluster: &settings.id,
-                    destination: &destination.id,
+                    destination: &destination.info.id,
                     policy: &active.name,
                     input: Evaluated::Probe(result),
                     state: verdict.health,
@@ -187,7 +187,7 @@ pub(crate) fn probe_round(
     }
 
     for (destination, result) in &round {
-        let state = &destination.state;
+        let state = &destination.info.state;
         {
             let mut record = state.record.lock();
             record.last_probe = Some(now);
@@ -226,9 +226,9 @@ pub(crate) fn probe_round(
         let Some((destination, _)) = round.get(verdict.index) else {
             continue;
         };
-        let from = destination.state.active();
+        let from = destination.info.state.active();
         if from != verdict.health {
-            destination.state.set_active(verdict.health);
+            destination.info.state.set_active(verdict.health);
             changed(
                 core,
                 settings,
@@ -281,7 +281,7 @@ pub(crate) fn fire_due(core: &EngineCore) -> usize {
         }
         let snapshot = runtime.snapshot.load_full();
         // The destination may have been reloaded: find its current incarnation by state.
-        let Some(destination) = snapshot.all.iter().find(|d| Arc::ptr_eq(&d.state, &state)) else {
+        let Some(destination) = snapshot.all.iter().find(|d| Arc::ptr_eq(&d.info.state, &state)) else {
             continue;
         };
         state.set_passive(HealthState::Unknown);
@@ -311,21 +311,21 @@ fn changed(
     now: Duration,
 ) {
     {
-        let mut record = destination.state.record.lock();
+        let mut record = destination.info.state.record.lock();
         record.last_change = Some(now);
         record.last_reason = Some(format!("{part} {from} -> {to}: {reason}"));
     }
     let unhealthy = PartValue::State(HealthState::Unhealthy);
     if from == unhealthy || to == unhealthy {
-        tracing::info!(target: "healthpick", cluster = %settings.id, destination = %destination.id, %part, %from, %to, %reason, "destination health changed");
+        tracing::info!(target: "healthpick", cluster = %settings.id, destination = %destination.info.id, %part, %from, %to, %reason, "destination health changed");
     } else {
-        tracing::debug!(target: "healthpick", cluster = %settings.id, destination = %destination.id, %part, %from, %to, %reason, "destination health changed");
+        tracing::debug!(target: "healthpick", cluster = %settings.id, destination = %destination.info.id, %part, %from, %to, %reason, "destination health changed");
     }
     core.emit(HealthEvent {
         at: now,
         cluster: settings.id.clone(),
         kind: HealthEventKind::HealthChanged {
-            destination: destination.id.clone(),
+            destination: destination.info.id.clone(),
             part,
             from,
             to,
@@ -367,7 +367,7 @@ pub(crate) fn publish(
     let ids: Vec<Arc<str>> = availability
         .destinations
         .iter()
-        .map(|d| d.id.clone())
+        .map(|d| d.info.id.clone())
         .collect();
     let panic = availability.panic;
     let snapshot = Arc::new(ClusterSnapshot {

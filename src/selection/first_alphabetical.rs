@@ -28,7 +28,7 @@ impl LoadBalancingPolicy for FirstAlphabetical {
     fn pick(&self, _ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         let mut best = 0;
         for i in 1..group.len() {
-            if cmp_ignore_case(&group[i].id, &group[best].id) == Ordering::Less {
+            if cmp_ignore_case(&group[i].info.id, &group[best].info.id) == Ordering::Less {
                 best = i;
             }
         }

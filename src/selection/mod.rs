@@ -105,12 +105,12 @@ pub(crate) fn best_group(
     let tier = classed
         .iter()
         .filter(|(c, _)| *c == best)
-        .map(|(_, d)| d.tier)
+        .map(|(_, d)| d.info.tier)
         .min()
         .unwrap_or(0);
     let group = classed
         .into_iter()
-        .filter(|(c, d)| *c == best && d.tier == tier)
+        .filter(|(c, d)| *c == best && d.info.tier == tier)
         .map(|(_, d)| d.clone())
         .collect();
     (group, Some(best))
@@ -128,7 +128,7 @@ pub(crate) fn best_group_excluding<S: AsRef<str>>(
         .filter(|d| {
             !exclude
                 .iter()
-                .any(|e| crate::config::eq_ignore_case(e.as_ref(), &d.id))
+                .any(|e| crate::config::eq_ignore_case(e.as_ref(), &d.info.id))
         })
         .cloned()
         .collect();
