@@ -32,23 +32,92 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## How it fits together
+//! ## Faces
 //!
-//! Data flows one way: [`config`] (a YARP document or builders) → validation → runtime state in
-//! the [`Engine`] → an immutable per-cluster snapshot → [`Engine::pick_endpoint`]. Probe rounds
-//! ([`Engine::report_probe_round`]) and request outcomes ([`PickHandle::report`]) flow back only
-//! through the health updater, which alone rebuilds snapshots, emits [events](Engine::subscribe)
-//! and `tracing` events (target `healthpick`).
+//! One engine, several ways in. They all build the same runtime state and pick through the same
+//! selector; choose by what you start from.
 //!
-//! | concern | module |
+//! | You have | Use | Runnable example |
+//! |---|---|---|
+//! | a few base URLs, some in your zone | [`EndpointSet`]: [`pick_endpoint`](EndpointSet::pick_endpoint) | `examples/endpoint_set.rs` |
+//! | a YARP config file, and you send requests yourself | [`Engine::from_json`], [`ActiveMonitor`], [`Engine::pick_endpoint`], [`PickHandle::report`] | `examples/yarp_tiers.rs`, `examples/pick_by_hand.rs` |
+//! | a `reqwest::Client` that should route, report and fail over by itself | [`HealthAwareClient`] | `examples/wrapped_client.rs` |
+//! | a `reqwest_middleware` client stack | `middleware::HealthPickMiddleware` (feature `middleware`) | `examples/middleware.rs` |
+//! | a service that others call | [`service::HealthPayload`], [`service::Draining`] | `examples/draining_service.rs` |
+//!
+//! ## How data flows
+//!
+//! One way, as in YARP, with the roles kept apart:
+//!
+//! ```text
+//!  YARP JSON / builders ─> Config ─ validate ─> Engine ─ publish ─> snapshot per cluster ─> pick
+//!                                                 ^                                           │
+//!        probe rounds (ActiveMonitor) ────────────┤ health updater                            │
+//!        request outcomes (PickHandle::report) ───┘ (the only writer)      <─ PickHandle ─────┘
+//! ```
+//!
+//! 1. **Configuration.** [`Config::from_json`] and [`Engine::load_json`] read a YARP document;
+//!    [`config::ClusterConfig`] and friends build one in code, with the same defaults. Validation
+//!    ([`config::check`]) reports every problem at once in a [`ConfigError`]; a bad reload
+//!    changes nothing.
+//! 2. **Runtime state.** The [`Engine`] holds each cluster's destinations and their health. A
+//!    reload keeps the health, counters and in-flight counts of destinations that survive it.
+//! 3. **Health in.** Probe rounds — run by the [`ActiveMonitor`] or an endpoint set's refresh job,
+//!    or handed in with [`Engine::report_probe_round`] — go to the cluster's
+//!    [`ActiveHealthPolicy`](health::ActiveHealthPolicy). Request outcomes — reported with
+//!    [`PickHandle::report`], or by the wrapped client and the middleware — go to its
+//!    [`PassiveHealthPolicy`](health::PassiveHealthPolicy). The health updater applies their
+//!    verdicts, schedules passive reactivation, asks the
+//!    [`AvailableDestinationsPolicy`](health::AvailableDestinationsPolicy) who may get traffic,
+//!    and publishes a new immutable snapshot with the best group (best health class, then lowest
+//!    tier).
+//! 4. **Picks out.** [`Engine::pick_endpoint`] reads that snapshot without locks and lets the
+//!    cluster's [`LoadBalancingPolicy`](selection::LoadBalancingPolicy) choose inside the best
+//!    group. The [`PickHandle`] counts the destination in flight until it is dropped.
+//!    [`Engine::best_endpoints`] returns the whole group for callers who choose themselves.
+//! 5. **Seeing it.** Every change is a [`HealthEvent`] ([`Engine::subscribe`]) and a `tracing`
+//!    event (target `healthpick`); [`Engine::status`] is a point-in-time view of everything.
+//!
+//! ## Where things live
+//!
+//! | Concern | Where |
 //! |---|---|
-//! | configuration, TimeSpans, validation | [`config`] |
-//! | health parts and the four policy kinds | [`health`], [`selection`] |
-//! | named policies | [`PolicyRegistry`] |
-//! | status view and change events | [`Engine::status`], [`HealthEvent`] |
+//! | config model and builders, YARP JSON reading, TimeSpans, validation | [`config`] |
+//! | health parts, probe results, request outcomes; active, passive and available-destinations policies | [`health`] |
+//! | best group and the load-balancing policies | [`selection`] |
+//! | policies by name, built-in and your own | [`PolicyRegistry`], [`EngineBuilder`] |
+//! | when to probe | [`monitor`] ([`ActiveMonitor`]) |
+//! | what a probe sends and how its answer is judged | [`probe`] |
+//! | picks, reloads, status and events | [`Engine`], [`EngineStatus`], [`HealthEvent`] |
+//! | the simple face | [`EndpointSet`] |
+//! | the wrapped client, its errors and retries | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`] |
+//! | the service side: health payload, draining | [`service`] |
 //!
-//! Time comes from a [`Clock`] ([`ManualClock`] in tests) and randomness from a seedable source
-//! ([`EngineBuilder::seed`]), so every rule is deterministic under test.
+//! ## Extending
+//!
+//! Four kinds of policy, registered by name (case-insensitive) in a [`PolicyRegistry`] or on the
+//! [`EngineBuilder`], and named from config exactly like the built-ins:
+//! [`health::ActiveHealthPolicy`] (`HealthCheck:Active:Policy`),
+//! [`health::PassiveHealthPolicy`] (`HealthCheck:Passive:Policy`),
+//! [`health::AvailableDestinationsPolicy`] (`HealthCheck:AvailableDestinationsPolicy`) and
+//! [`selection::LoadBalancingPolicy`] (`LoadBalancingPolicy`). The probe request itself is
+//! replaced with a [`probe::ProbeRequestFactory`] on the monitor. `examples/custom_policy.rs`
+//! registers a weighted load balancer.
+//!
+//! Time comes from a [`Clock`] ([`ManualClock`] in tests, with [`Engine::fire_due_timers`]) and
+//! randomness from a seedable source ([`EngineBuilder::seed`]), so every rule is deterministic
+//! under test.
+//!
+//! ## Feature flags
+//!
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `rustls` | yes | TLS through rustls for probes and the client |
+//! | `native-tls` | no | TLS through the platform's library instead |
+//! | `http2` | yes | HTTP/2 probes when a cluster's `HttpRequest:Version` asks for it |
+//! | `middleware` | no | the `middleware` module: `HealthPickMiddleware` for `reqwest-middleware` |
+//! | `axum` | no | `service::health_router`, ready-made axum health endpoints |
+//! | `cli` | no | the `healthpick` command-line tool (`check`, `watch`, `simulate`) |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
