@@ -470,8 +470,11 @@ impl Engine {
             let mut book = runtime.book.lock();
             runtime.settings.store(settings.clone());
             let previous = runtime.snapshot.load_full();
-            let surviving: HashMap<String, &Arc<Destination>> =
-                previous.all.iter().map(|o| (fold_case(&o.info.id), o)).collect();
+            let surviving: HashMap<String, &Arc<Destination>> = previous
+                .all
+                .iter()
+                .map(|o| (fold_case(&o.info.id), o))
+                .collect();
             let cluster_id: Arc<str> = Arc::from(cluster.id.as_str());
             // Kept destinations stay as they are; new ones get their cold part built first and
             // their small hot blocks allocated one after another below, so a pick's working set

@@ -281,7 +281,11 @@ pub(crate) fn fire_due(core: &EngineCore) -> usize {
         }
         let snapshot = runtime.snapshot.load_full();
         // The destination may have been reloaded: find its current incarnation by state.
-        let Some(destination) = snapshot.all.iter().find(|d| Arc::ptr_eq(&d.info.state, &state)) else {
+        let Some(destination) = snapshot
+            .all
+            .iter()
+            .find(|d| Arc::ptr_eq(&d.info.state, &state))
+        else {
             continue;
         };
         state.set_passive(HealthState::Unknown);
