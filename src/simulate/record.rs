@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::run::outcome_json;
 use crate::health::{ProbeResult, RequestOutcome};
@@ -148,7 +148,8 @@ impl State {
         }
     }
 
-    fn record(&mut self, at: Duration, event: Value) {
+    /// Writes one event: `body` is the event's JSON text after `"at"` (e.g. `"probe":{...}`).
+    fn record(&mut self, at: Duration, body: &str) {
         if self.out.is_none() {
             return;
         }
@@ -156,17 +157,12 @@ impl State {
         let at = at.saturating_sub(self.start);
         // Microseconds are plenty for replay and keep the file readable.
         let seconds = at.as_micros() as f64 / 1e6;
-        let mut line = Map::new();
-        line.insert("at".into(), json!(seconds));
-        if let Value::Object(body) = event {
-            line.extend(body);
-        }
         let separator = if self.events == 0 {
             "\n    "
         } else {
             ",\n    "
         };
-        let text = format!("{separator}{}", Value::Object(line));
+        let text = format!("{separator}{{\"at\":{},{body}}}", json!(seconds));
         self.write(text.as_bytes());
         self.events += 1;
     }
@@ -178,14 +174,18 @@ impl Observer for Recorder {
     }
 
     fn probe_round(&self, at: Duration, cluster: &str, results: &[ProbeResult]) {
-        let results: Map<String, Value> = results
+        // Written by hand, not through a map: the order of a round's results is the order the
+        // active policy sees them in, and replay must keep it.
+        let results: Vec<String> = results
             .iter()
-            .map(|r| (r.destination.clone(), probe_json(r)))
+            .map(|r| format!("{}:{}", json!(r.destination), probe_json(r)))
             .collect();
-        self.state.lock().record(
-            at,
-            json!({"probe": {"cluster": cluster, "results": results}}),
+        let body = format!(
+            "\"probe\":{{\"cluster\":{},\"results\":{{{}}}}}",
+            json!(cluster),
+            results.join(",")
         );
+        self.state.lock().record(at, &body);
     }
 
     fn request_completed(
@@ -195,10 +195,11 @@ impl Observer for Recorder {
         destination: &str,
         outcome: RequestOutcome,
     ) {
-        self.state.lock().record(
-            at,
-            json!({"request": {"cluster": cluster, "destination": destination, "outcome": outcome_json(outcome)}}),
+        let body = format!(
+            "\"request\":{}",
+            json!({"cluster": cluster, "destination": destination, "outcome": outcome_json(outcome)})
         );
+        self.state.lock().record(at, &body);
     }
 }
 
