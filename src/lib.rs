@@ -74,6 +74,7 @@ mod rng;
 pub mod selection;
 pub mod service;
 mod status;
+pub mod table;
 mod uri;
 
 pub use client::{
