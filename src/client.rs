@@ -1,7 +1,8 @@
 //! The health-aware HTTP client (SPEC §8): a wrapped `reqwest::Client` that picks the
 //! destination, reports every attempt's outcome to passive health checks (SPEC §4), and retries
 //! an idempotent request that failed before any response on another destination — the next best
-//! of the same tier, then the next tier — within a per-cluster retry budget.
+//! of the same tier, then the next tier — within a per-cluster retry budget. A connection that
+//! could not be established is requeued: it does not use up an attempt (see [`RetryPolicy`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,10 +22,43 @@ use crate::health::RequestOutcome;
 use crate::{Destination, EndpointSet};
 
 /// How retries are limited: attempts per call and a per-cluster budget.
+///
+/// A call is retried only when it is retryable at all (an idempotent method, or marked
+/// [`retryable`](RequestBuilder::retryable); a body that can be sent again) and failed before
+/// any response. Each retry goes to a destination not yet tried in that call, first in the same
+/// tier, then in the next, and takes one token from the cluster's budget; a call stops at the
+/// first retry the budget refuses, or when no untried destination is left.
+///
+/// Two kinds of failure count differently:
+///
+/// - a **connect failure** (the connection could not be established, so nothing was sent:
+///   [`reqwest::Error::is_connect`]) is *requeued*, as Finagle does with requests that were never
+///   written: it does not use up one of `max_attempts`, because trying another destination is
+///   always safe and cheap. It still takes a budget token, and since no destination is tried
+///   twice, a call makes at most as many requeues as its cluster has destinations. This is what
+///   lets a call get past a whole tier of dead servers to the next tier before health checks
+///   have noticed them. Turn it off with `requeue_connect_failures: false`;
+/// - any other failure before a response (reset, timeout, broken connection) counts as one of
+///   `max_attempts`: the request may have reached the server.
+///
+/// ```
+/// use healthpick::RetryPolicy;
+///
+/// // Every failure counts, connect failures included: at most 2 attempts per call.
+/// let strict = RetryPolicy {
+///     max_attempts: 2,
+///     requeue_connect_failures: false,
+///     ..RetryPolicy::default()
+/// };
+/// # drop(strict);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
-    /// Attempts per call, the first included. Default 3.
+    /// Attempts per call, the first included, not counting requeued connect failures. Default 3.
     pub max_attempts: usize,
+    /// Whether a connect failure of a retryable request is retried on another destination
+    /// without counting against `max_attempts` (see above). Default true.
+    pub requeue_connect_failures: bool,
     /// Retries may add at most this fraction of the cluster's requests. Default 0.2.
     pub retry_ratio: f32,
     /// ... plus this many retries per second. Default 10.
@@ -38,10 +72,44 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 3,
+            requeue_connect_failures: true,
             retry_ratio: 0.2,
             min_retries_per_second: 10,
             budget_window: Duration::from_secs(10),
         }
+    }
+}
+
+/// The attempts of one call, as the [`RetryPolicy`] counts them (shared by the client and the
+/// middleware).
+#[derive(Debug)]
+pub(crate) struct AttemptCount {
+    retryable: bool,
+    requeue_connect_failures: bool,
+    max_attempts: usize,
+    counted: usize,
+}
+
+impl AttemptCount {
+    pub fn new(policy: &RetryPolicy, retryable: bool) -> Self {
+        AttemptCount {
+            retryable,
+            requeue_connect_failures: policy.requeue_connect_failures,
+            max_attempts: policy.max_attempts.max(1),
+            counted: 0,
+        }
+    }
+
+    /// Records an attempt that failed before any response (`connect`: it never connected);
+    /// returns whether the call may go on to another destination, budget permitting.
+    pub fn failed(&mut self, connect: bool) -> bool {
+        if !self.retryable {
+            return false;
+        }
+        if !(connect && self.requeue_connect_failures) {
+            self.counted += 1;
+        }
+        self.counted < self.max_attempts
     }
 }
 
@@ -130,7 +198,8 @@ pub enum ClientError {
         /// The cluster id as asked.
         cluster: String,
     },
-    /// Every attempt failed without a response; each destination tried is listed.
+    /// Every attempt failed without a response; each destination tried is listed, connect
+    /// failures included.
     #[error("request to cluster `{cluster}` failed: {}", describe_attempts(.attempts))]
     Request {
         /// The cluster.
@@ -185,7 +254,8 @@ impl ClientError {
         }
     }
 
-    /// Every failed attempt, in order.
+    /// Every failed attempt, in order: every destination tried, requeued connect failures
+    /// included (their `error.is_connect()` is true).
     pub fn attempts(&self) -> &[AttemptFailure] {
         match self {
             ClientError::Request { attempts, .. } => attempts,
@@ -412,83 +482,103 @@ impl RequestBuilder {
     }
 
     /// Sends the request: picks a destination, sends, reports the outcome, and on a transport
-    /// failure before any response retries a retryable request on another destination.
+    /// failure before any response retries a retryable request on another destination, as the
+    /// client's [`RetryPolicy`] allows (connect failures do not count as attempts).
     ///
     /// # Errors
     /// [`ClientError::NoAvailableDestinations`] when nothing may be called,
     /// [`ClientError::Request`] with every attempt when none got a response.
     pub async fn send(self) -> Result<Response, ClientError> {
-        if let Some(e) = self.error {
+        let RequestBuilder {
+            client,
+            cluster,
+            method,
+            mut path,
+            headers,
+            query,
+            body,
+            timeout,
+            retryable,
+            error,
+        } = self;
+        if let Some(e) = error {
             return Err(ClientError::Builder(e));
         }
-        let inner = &self.client.inner;
-        let retries = &inner.retries;
-        let retryable = self
-            .retryable
-            .unwrap_or_else(|| is_idempotent(&self.method));
+        let inner = &client.inner;
+        let retryable = retryable.unwrap_or_else(|| is_idempotent(&method));
+        let mut count = AttemptCount::new(&inner.retries.policy, retryable);
+        if !query.is_empty() {
+            path.push(if path.contains('?') { '&' } else { '?' });
+            path.push_str(&query.join("&"));
+        }
+        // A call that cannot be retried moves its headers and body into its only request.
+        let (mut headers, mut body) = (Some(headers), body);
+        let mut pick = inner.engine.pick_endpoint_ready(&cluster).await?;
         // Taken after the first pick succeeded, so unknown cluster names leave no budget behind.
-        let mut budget: Option<Arc<TpsBudget>> = None;
-        let path = if self.query.is_empty() {
-            self.path.clone()
-        } else {
-            let joiner = if self.path.contains('?') { '&' } else { '?' };
-            format!("{}{joiner}{}", self.path, self.query.join("&"))
-        };
+        let budget = inner.retries.request(&cluster);
         let mut tried: Vec<String> = Vec::new();
         let mut failures: Vec<AttemptFailure> = Vec::new();
-        for attempt in 1..=retries.policy.max_attempts.max(1) {
-            let pick = if tried.is_empty() {
-                inner.engine.pick_endpoint_ready(&self.cluster).await
-            } else {
-                inner.engine.pick_endpoint_excluding(&self.cluster, &tried)
-            };
-            let pick = match pick {
-                Ok(pick) => pick,
-                Err(e) if failures.is_empty() => return Err(e.into()),
-                Err(_) => break, // nothing left to retry on
-            };
-            let budget = budget.get_or_insert_with(|| retries.request(&self.cluster));
+        loop {
             let url =
                 crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
-            let mut headers = self.headers.clone();
+            let mut request_headers = if retryable {
+                headers.clone().unwrap_or_default()
+            } else {
+                headers.take().unwrap_or_default()
+            };
             if let Some(value) = pick
                 .destination()
                 .host()
                 .and_then(|h| HeaderValue::from_str(h).ok())
             {
                 // The destination's Host replaces any the caller set: exactly one is sent.
-                headers.insert(HOST, value);
+                request_headers.insert(HOST, value);
             }
             let mut request = inner
                 .http
-                .request(self.method.clone(), url.clone())
-                .headers(headers);
-            if let Some(timeout) = self.timeout {
+                .request(method.clone(), url)
+                .headers(request_headers);
+            if let Some(timeout) = timeout {
                 request = request.timeout(timeout);
             }
-            if let Some(body) = &self.body {
-                request = request.body(body.clone());
+            let attempt_body = if retryable { body.clone() } else { body.take() };
+            if let Some(attempt_body) = attempt_body {
+                request = request.body(attempt_body);
             }
-            let attempt_guard = Attempt::new(pick);
-            match request.send().await {
-                Ok(response) => return Ok(Response::new(response, attempt_guard)),
-                Err(error) => {
-                    let destination = attempt_guard.fail();
-                    tracing::debug!(target: "healthpick", cluster = %self.cluster, %destination, %url, error = %chain(&error), "attempt failed before any response");
-                    tried.push(destination.clone());
-                    failures.push(AttemptFailure {
-                        destination,
-                        url,
-                        error,
-                    });
-                    if !retryable || attempt == retries.policy.max_attempts || !budget.withdraw() {
-                        break;
-                    }
-                }
+            let attempt = Attempt::new(pick);
+            let error = match request.send().await {
+                Ok(response) => return Ok(Response::new(response, attempt)),
+                Err(error) => error,
+            };
+            let failed = attempt.fail();
+            let destination = failed.id().to_string();
+            let connect = error.is_connect();
+            // Built again only on failure, so a successful attempt need not keep a copy.
+            let url =
+                crate::uri::request_url(failed.address(), &path).map_err(ClientError::Builder)?;
+            let go_on = count.failed(connect);
+            tracing::debug!(target: "healthpick", cluster = %cluster, %destination, %url, connect, retry = go_on, error = %chain(&error), "attempt failed before any response");
+            tried.push(destination.clone());
+            failures.push(AttemptFailure {
+                destination,
+                url,
+                error,
+            });
+            if !go_on {
+                break;
             }
+            // Pick before withdrawing, so that a call with no destination left spends no token.
+            let Ok(next) = inner.engine.pick_endpoint_excluding(&cluster, &tried) else {
+                break;
+            };
+            if !budget.withdraw() {
+                tracing::debug!(target: "healthpick", cluster = %cluster, "retry budget exhausted");
+                break;
+            }
+            pick = next;
         }
         Err(ClientError::Request {
-            cluster: self.cluster,
+            cluster,
             attempts: failures,
         })
     }
@@ -513,14 +603,14 @@ impl Attempt {
         }
     }
 
-    /// Reports a transport failure; returns the destination id.
-    pub fn fail(mut self) -> String {
-        let pick = self.pick.take();
-        pick.map(|p| {
-            p.report(RequestOutcome::TransportFailure);
-            p.destination().id().to_string()
-        })
-        .unwrap_or_default()
+    /// Reports a transport failure; returns the destination.
+    pub fn fail(mut self) -> Arc<Destination> {
+        let pick = self
+            .pick
+            .take()
+            .expect("an attempt holds its pick until it ends");
+        pick.report(RequestOutcome::TransportFailure);
+        pick.destination_arc()
     }
 
     fn take(mut self) -> Option<PickHandle> {
@@ -601,7 +691,7 @@ impl Response {
         };
         let result = inner.bytes().await;
         self.finish(result.is_ok());
-        result.map(|b| b.to_vec())
+        result.map(Vec::from)
     }
 
     /// The whole body as text (UTF-8, lossy).

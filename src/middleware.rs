@@ -1,8 +1,9 @@
 //! `reqwest-middleware` integration (feature `middleware`, SPEC §8): a [`Middleware`] that
 //! routes requests whose URL host is a cluster id — `http://payments/api/orders`, the convention
 //! of Spring's load-balanced clients — and leaves every other URL alone. It reports outcomes and
-//! retries like [`HealthAwareClient`](crate::HealthAwareClient), so it composes with the tracing
-//! and retry middleware an application already runs.
+//! retries like [`HealthAwareClient`](crate::HealthAwareClient) (connect failures requeued, by the
+//! same [`RetryPolicy`]), so it composes with the tracing and retry middleware an application
+//! already runs.
 //!
 //! Unlike the wrapped client, the middleware hands back a plain `reqwest::Response`, so a
 //! destination counts as in flight until the response headers arrived, not until its body is
@@ -12,8 +13,9 @@ use std::sync::Arc;
 
 use reqwest::header::{HeaderValue, HOST};
 use reqwest_middleware::{Middleware, Next};
+use tower::retry::budget::Budget;
 
-use crate::client::{is_idempotent, Attempt, ClientError, Retries, RetryPolicy};
+use crate::client::{is_idempotent, Attempt, AttemptCount, ClientError, Retries, RetryPolicy};
 use crate::engine::Engine;
 
 /// Marks a request as safe to retry even though its method is not idempotent: insert it into
@@ -76,30 +78,22 @@ impl Middleware for HealthPickMiddleware {
         }
         let retryable = (is_idempotent(req.method()) || extensions.get::<Retryable>().is_some())
             && req.try_clone().is_some();
+        let mut count = AttemptCount::new(&self.retries.policy, retryable);
+        let mut pick = self
+            .engine
+            .pick_endpoint_ready(&cluster)
+            .await
+            .map_err(|e| reqwest_middleware::Error::middleware(ClientError::from(e)))?;
         let budget = self.retries.request(&cluster);
-        let max_attempts = self.retries.policy.max_attempts.max(1);
         let mut tried: Vec<String> = Vec::new();
+        // A request that cannot be retried is moved into its only attempt; a retryable one is
+        // cloned for each, since a requeued connect failure may follow any attempt.
         let mut original = Some(req);
-        let mut attempt = 1;
-        let mut last_error = None;
         loop {
-            let pick = if tried.is_empty() {
-                self.engine.pick_endpoint_ready(&cluster).await
+            let mut request = if retryable {
+                original.as_ref().and_then(reqwest::Request::try_clone)
             } else {
-                self.engine.pick_endpoint_excluding(&cluster, &tried)
-            };
-            let pick = match (pick, last_error.take()) {
-                (Ok(pick), _) => pick,
-                // Nothing left to fail over to: the caller sees the last transport error.
-                (Err(_), Some(error)) => return Err(error),
-                (Err(e), None) => {
-                    return Err(reqwest_middleware::Error::middleware(ClientError::from(e)))
-                }
-            };
-            let last = !retryable || attempt == max_attempts;
-            let mut request = match (&original, last) {
-                (Some(r), false) => r.try_clone(),
-                _ => original.take(),
+                original.take()
             }
             .ok_or_else(|| {
                 reqwest_middleware::Error::middleware(ClientError::Builder(
@@ -116,26 +110,31 @@ impl Middleware for HealthPickMiddleware {
                 request.headers_mut().insert(HOST, value);
             }
             let guard = Attempt::new(pick);
-            match next.clone().run(request, extensions).await {
+            let error = match next.clone().run(request, extensions).await {
                 Ok(response) => {
                     guard.succeed(response.status().as_u16());
                     return Ok(response);
                 }
-                Err(error) => {
-                    let destination = guard.fail();
-                    tried.push(destination);
-                    if last || !budget_allows(&budget) {
-                        return Err(error);
-                    }
-                    last_error = Some(error);
-                }
+                Err(error) => error,
+            };
+            let destination = guard.fail();
+            let connect = matches!(&error, reqwest_middleware::Error::Reqwest(e) if e.is_connect());
+            let go_on = count.failed(connect);
+            tracing::debug!(target: "healthpick", cluster = %cluster, destination = %destination.id(), connect, retry = go_on, error = %error, "attempt failed before any response");
+            tried.push(destination.id().to_string());
+            if !go_on {
+                return Err(error);
             }
-            attempt += 1;
+            // Nothing left to fail over to, or no budget: the caller sees the last transport
+            // error (something was sent), not "no available destinations".
+            let Ok(next_pick) = self.engine.pick_endpoint_excluding(&cluster, &tried) else {
+                return Err(error);
+            };
+            if !budget.withdraw() {
+                tracing::debug!(target: "healthpick", cluster = %cluster, "retry budget exhausted");
+                return Err(error);
+            }
+            pick = next_pick;
         }
     }
-}
-
-fn budget_allows(budget: &tower::retry::budget::TpsBudget) -> bool {
-    use tower::retry::budget::Budget;
-    budget.withdraw()
 }

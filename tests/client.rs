@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use client_support::backend::Backend;
 use client_support::{
-    destination, http_client, init_tracing, wait_until, EchoServer, Mode, RawServer,
+    destination, http_client, init_tracing, wait_until, ClosedPort, EchoServer, Mode, RawServer,
 };
 use healthpick::{
     ActiveMonitor, ClientError, Engine, HealthAwareClient, HealthEventKind, HealthState,
@@ -308,10 +308,10 @@ async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_
 /// once they are restarted, traffic returns to tier 0 within about one probe interval and
 /// tier 1 is idle again.
 ///
-/// Two settings differ from the defaults, on purpose: with three dead tier-0 destinations a
-/// call needs four attempts to reach tier 1 (retries stay within the tier first, SPEC §8), and
-/// until detection every call spends three retries, more than the default budget's reserve
-/// allows at this rate, which is what the budget is for.
+/// The client has the default [`RetryPolicy`]: until the outage is detected a call may find all
+/// three tier-0 destinations refusing connections before it reaches tier 1; those connect
+/// failures are requeued (they do not use up the three attempts), and their retries fit in the
+/// default budget because health checks eject the dead destinations after a few dozen calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
     init_tracing();
@@ -330,12 +330,7 @@ async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
     tokio::time::timeout(Duration::from_secs(5), engine.ready())
         .await
         .expect("first probe round");
-    let policy = RetryPolicy {
-        max_attempts: 4,
-        min_retries_per_second: 100,
-        ..RetryPolicy::default()
-    };
-    let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
+    let client = HealthAwareClient::new(http_client(), engine.clone());
     let tier0 = ["t0-a", "t0-b", "t0-c"];
     let tier0_status = |f: fn(&healthpick::DestinationStatus) -> bool| {
         let engine = engine.clone();
@@ -506,6 +501,218 @@ async fn post_is_not_retried_unless_marked_retryable() {
     assert_eq!(response.destination().id(), "b-echo");
     assert_eq!(reset.accepts(), 3);
     assert_eq!(echo.served(), 2);
+}
+
+/// `n` destinations refusing connections, named `a-dead`, `b-dead`, ... (so `FirstAlphabetical`
+/// tries them in that order, before anything named from `x` on).
+fn closed_ports(n: usize) -> (Vec<ClosedPort>, Vec<(String, String)>) {
+    let ports: Vec<_> = (0..n).map(|_| ClosedPort::reserve()).collect();
+    let named = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("{}-dead", char::from(b'a' + i as u8)), p.url()))
+        .collect();
+    (ports, named)
+}
+
+/// `(id, url)` pairs, all in tier 0.
+fn tier0(list: &[(String, String)]) -> Vec<(&str, String, u32)> {
+    list.iter()
+        .map(|(id, url)| (id.as_str(), url.clone(), 0))
+        .collect()
+}
+
+fn tried(err: &ClientError) -> Vec<&str> {
+    err.attempts()
+        .iter()
+        .map(|a| a.destination.as_str())
+        .collect()
+}
+
+/// Connect failures are requeued (Finagle's term): nothing was sent, so with the default policy
+/// they do not use up the three attempts. A GET gets past four dead destinations to the live
+/// one; every destination tried is in the error of a call that fails, and a call never tries
+/// more destinations than the cluster has.
+#[tokio::test]
+async fn connect_failures_do_not_use_up_attempts() {
+    init_tracing();
+    let (_ports, mut list) = closed_ports(4);
+    let echo = EchoServer::start("x-echo").await;
+    list.push(("x-echo".into(), echo.url()));
+    let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let response = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect("four connect failures, then the live destination");
+    assert_eq!(response.destination().id(), "x-echo");
+    drop(response);
+    assert_eq!(echo.served(), 1);
+
+    // Every destination dead: each is tried exactly once, then the call ends.
+    let engine = Engine::from_json(&ordered_config(&tier0(&list[..4]), "")).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("all dead");
+    assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead", "d-dead"]);
+    assert!(err.attempts().iter().all(|a| a.error.is_connect()), "{err}");
+    assert_eq!(err.destination(), Some("d-dead"));
+    for (id, url) in &list[..4] {
+        let text = err.to_string();
+        assert!(
+            text.contains(id.as_str()) && text.contains(url.as_str()),
+            "{text}"
+        );
+    }
+
+    // Failures after connecting (a reset: the request may have been read) still count: resets
+    // on a, c and e use up the three attempts; the dead b and d in between do not.
+    let resets = [
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+        RawServer::start(Mode::Reset).await,
+    ];
+    let mixed = vec![
+        ("a-reset", resets[0].url(), 0),
+        ("b-dead", list[1].1.clone(), 0),
+        ("c-reset", resets[1].url(), 0),
+        ("d-dead", list[2].1.clone(), 0),
+        ("e-reset", resets[2].url(), 0),
+        ("x-echo", echo.url(), 0),
+    ];
+    let engine = Engine::from_json(&ordered_config(&mixed, "")).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("three resets use up the attempts");
+    assert_eq!(
+        tried(&err),
+        ["a-reset", "b-dead", "c-reset", "d-dead", "e-reset"]
+    );
+    let connect: Vec<_> = err
+        .attempts()
+        .iter()
+        .map(|a| a.error.is_connect())
+        .collect();
+    assert_eq!(connect, [false, true, false, true, false]);
+    assert_eq!(resets.iter().map(RawServer::accepts).sum::<u64>(), 3);
+    assert_eq!(echo.served(), 1, "the live destination was not reached");
+}
+
+/// With `requeue_connect_failures: false` every failure counts: three dead destinations end the
+/// call, and the live fourth is never reached.
+#[tokio::test]
+async fn without_requeueing_connect_failures_use_up_attempts() {
+    let (_ports, mut list) = closed_ports(3);
+    let echo = EchoServer::start("x-echo").await;
+    list.push(("x-echo".into(), echo.url()));
+    let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
+    let policy = RetryPolicy {
+        requeue_connect_failures: false,
+        ..RetryPolicy::default()
+    };
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("three attempts, all refused");
+    assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead"]);
+    assert!(err.reqwest_error().is_some_and(reqwest::Error::is_connect));
+    assert_eq!(echo.served(), 0);
+
+    // The same cluster with the default policy reaches it.
+    let client = HealthAwareClient::new(http_client(), engine);
+    let response = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect("requeued");
+    assert_eq!(response.destination().id(), "x-echo");
+}
+
+/// Requeues take tokens from the retry budget like any retry, so a full outage cannot multiply
+/// load: with a reserve of 10 retries (and none earned from requests), two calls spend four
+/// requeues each to get past four dead destinations, the third runs dry after two (its error
+/// lists the three destinations it tried), and the fourth gets no retry at all.
+#[tokio::test]
+async fn retry_budget_stops_requeueing() {
+    let (_ports, mut list) = closed_ports(4);
+    let echo = EchoServer::start("x-echo").await;
+    list.push(("x-echo".into(), echo.url()));
+    let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
+    let policy = RetryPolicy {
+        retry_ratio: 0.0,
+        min_retries_per_second: 1,
+        budget_window: Duration::from_secs(10), // a reserve of 1 × 10 s
+        ..RetryPolicy::default()
+    };
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
+    for _ in 0..2 {
+        let response = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect("requeued");
+        assert_eq!(response.destination().id(), "x-echo");
+    }
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("the budget runs out");
+    assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead"]);
+    assert!(err.attempts().iter().all(|a| a.error.is_connect()));
+    assert!(err.to_string().contains("c-dead"), "{err}");
+    let err = client
+        .get("c", "/api/orders")
+        .send()
+        .await
+        .expect_err("no budget left");
+    assert_eq!(tried(&err), ["a-dead"]);
+    assert_eq!(echo.served(), 2);
+}
+
+/// A POST that is not marked retryable is sent once even when the connection was refused (the
+/// acceptance point of issue #4: exactly one attempt, and the error names the destination);
+/// marked, it is requeued to the live destination.
+#[tokio::test]
+async fn unmarked_post_to_a_dead_destination_is_one_attempt() {
+    let dead = ClosedPort::reserve();
+    let echo = EchoServer::start("x-echo").await;
+    let engine = Engine::from_json(&ordered_config(
+        &[("a-dead", dead.url(), 0), ("x-echo", echo.url(), 0)],
+        "",
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let err = client
+        .post("c", "/api/orders")
+        .body("order-1")
+        .send()
+        .await
+        .expect_err("refused, not retried");
+    assert_eq!(tried(&err), ["a-dead"]);
+    assert_eq!(err.destination(), Some("a-dead"));
+    assert!(err.to_string().contains("a-dead"), "{err}");
+    assert!(err.reqwest_error().is_some_and(reqwest::Error::is_connect));
+    assert_eq!(echo.served(), 0, "an unmarked POST must not be retried");
+
+    let response = client
+        .post("c", "/api/orders")
+        .body("order-2")
+        .retryable(true)
+        .send()
+        .await
+        .expect("a marked POST is requeued");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(seen["body"], "order-2");
 }
 
 // ---- 4. passive ejection and reactivation -----------------------------------------------------
@@ -877,6 +1084,7 @@ async fn retry_budget_keeps_an_outage_from_multiplying_load() {
         retry_ratio: 0.0,
         min_retries_per_second: 1,
         budget_window: Duration::from_secs(1),
+        ..RetryPolicy::default()
     };
     let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
     const CALLS: u64 = 40;
@@ -1065,6 +1273,63 @@ mod middleware {
         assert_eq!(seen["path"], "/svc/api/orders");
         assert_eq!(seen["query"], "id=7");
         assert_eq!(seen["hosts"], serde_json::json!(["orders.internal"]));
+    }
+
+    /// The middleware counts like the wrapped client: connect failures of a retryable request
+    /// are requeued (four dead destinations, then the live one), unless the policy says not to
+    /// (three attempts, then the connect error); an unmarked POST is sent once.
+    #[tokio::test]
+    async fn connect_failures_are_requeued_through_the_middleware() {
+        let (_ports, mut list) = closed_ports(4);
+        let echo = EchoServer::start("x-echo").await;
+        list.push(("x-echo".into(), echo.url()));
+        let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).unwrap();
+
+        let client = client(&engine);
+        let body = text(&client, "http://c/api/orders")
+            .await
+            .expect("requeued");
+        let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(seen["server"], "x-echo");
+        assert_eq!(echo.served(), 1);
+
+        let err = client
+            .post("http://c/api/orders")
+            .body("one")
+            .send()
+            .await
+            .expect_err("an unmarked POST is not requeued");
+        assert!(err.is_connect(), "{err:?}");
+        assert_eq!(echo.served(), 1, "sent once, to a-dead only");
+        let response = client
+            .post("http://c/api/orders")
+            .body("two")
+            .with_extension(Retryable)
+            .send()
+            .await
+            .expect("a marked POST is requeued");
+        assert!(response.status().is_success());
+        assert_eq!(echo.served(), 2);
+
+        let strict = ClientBuilder::new(http_client())
+            .with(HealthPickMiddleware::with_retry_policy(
+                engine.clone(),
+                RetryPolicy {
+                    requeue_connect_failures: false,
+                    ..RetryPolicy::default()
+                },
+            ))
+            .build();
+        let err = text(&strict, "http://c/api/orders")
+            .await
+            .expect_err("three refused attempts");
+        assert!(err.is_connect(), "{err:?}");
+        assert!(
+            err.url()
+                .is_some_and(|u| u.as_str() == format!("{}api/orders", list[2].1)),
+            "the third attempt, on c-dead, is the last: {err:?}"
+        );
+        assert_eq!(echo.served(), 2);
     }
 
     /// When every destination was tried and failed, the caller gets the transport error of the

@@ -4,6 +4,7 @@
 //! - [`RawServer`]: a TCP listener that misbehaves at the byte level and records every
 //!   connection it accepts (time, method, path), so a test can count the attempts a destination
 //!   received even though none of them got a response;
+//! - [`ClosedPort`]: a reserved port where nothing listens (every connect is refused);
 //! - [`EchoServer`]: a hyper server that answers with what it received (method, path, query,
 //!   `Host`, content type, body) as JSON, and holds `/slow` requests forever;
 //! - [`wait_until`]: polls a condition with a deadline instead of sleeping and hoping.
@@ -78,6 +79,36 @@ pub fn destination(engine: &Engine, cluster: &str, id: &str) -> DestinationStatu
         .destination(id)
         .unwrap_or_else(|| panic!("destination `{id}` in status"))
         .clone()
+}
+
+// ---- closed port ------------------------------------------------------------------------------
+
+/// A loopback port where nothing listens, so connecting is refused (a dead server: a connect
+/// failure, nothing sent). The port stays bound, without listening, for as long as this lives,
+/// so no other test can take it over in the meantime.
+pub struct ClosedPort {
+    addr: SocketAddr,
+    _socket: tokio::net::TcpSocket,
+}
+
+impl ClosedPort {
+    /// Reserves a free loopback port.
+    pub fn reserve() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind");
+        let addr = socket.local_addr().expect("local addr");
+        ClosedPort {
+            addr,
+            _socket: socket,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
 }
 
 // ---- raw misbehaving server -------------------------------------------------------------------
