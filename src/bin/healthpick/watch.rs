@@ -45,7 +45,7 @@ What it shows:
   Runs one probe round for every cluster with active checks, prints the table and one
   verdict line per cluster, and exits. One round decides: a destination whose probe
   fails counts as Unhealthy at once, without the further rounds a failure threshold
-  above 1 would wait for.
+  above 1 would wait for. It takes at most the longest probe Timeout of the file.
 
 Exit status:
   0  (--once) every cluster has an available destination
