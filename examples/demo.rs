@@ -1,41 +1,113 @@
-//! healthpick routing around failures, end to end, on your machine.
+//! healthpick routing around failures, end to end, on your machine, with no setup.
 //!
 //! Starts five real HTTP backends on 127.0.0.1 (three "local" in tier 0, two "remote" in tier 1),
-//! sends steady traffic through `Engine::pick_endpoint` with a plain `reqwest::Client` (retrying a
-//! failed attempt with `pick_endpoint_excluding`), probes the backends' `/api/systemstatus` with
-//! the built-in `ActiveMonitor`, and runs a scripted set of faults:
+//! each serving `/api/systemstatus` with the health payload of its own `Draining` handle. Four
+//! callers send steady traffic (about 100 requests/s) through `HealthAwareClient` with the
+//! default `RetryPolicy`, the built-in `ActiveMonitor` probes every backend each 250 ms, and
+//! passive checks watch the real requests. Then a script injects faults:
 //!
-//! | t (s) | fault                                   | expected routing                         |
-//! |-------|-----------------------------------------|------------------------------------------|
-//! | 2     | local-1 killed (connections reset)      | local-2, local-3                         |
-//! | 4     | local-2 reports `Degraded`              | local-3 only (Degraded ranks below)      |
-//! | 6     | local-2 and local-3 killed              | remote-1, remote-2 (tier failover)       |
-//! | 8     | all locals restarted, Healthy           | back to tier 0                           |
+//! | t (s) | step                                                | expected routing            |
+//! |-------|-----------------------------------------------------|-----------------------------|
+//! | 0     | all healthy                                         | tier 0 only                 |
+//! | 2     | local-1 killed (connections reset)                  | local-2, local-3            |
+//! | 5     | local-1 restarted                                   | tier 0                      |
+//! | 7     | local-2 reports `Degraded` (still 200)              | local-1, local-3            |
+//! | 10    | local-2 reports `Healthy` again                     | tier 0                      |
+//! | 12    | local-3 drains: 503 `Unhealthy`, serving for 3 s... | local-1, local-2            |
+//! | 15    | ... then stops; restarted at 16                     | tier 0                      |
+//! | 18    | all local instances killed at once                  | remote-1, remote-2 (tier 1) |
+//! | 21    | all local instances restarted                       | back to tier 0              |
 //!
-//! Run with `cargo run --example demo`. Exits 0 only if every expectation held and no request
-//! failed from the caller's point of view (a transport failure is retried on another instance).
+//! While it runs, a live table shows every destination (tier, active / passive / reported
+//! health, available, in flight, requests served, last change). On a terminal it is redrawn in
+//! place; when stdout is not a terminal (CI) it is printed as plain timestamped lines.
+//!
+//! It ends after about 25 s with a summary (requests, caller-visible failures, retries, time to
+//! detect each fault) and exits 0 only if every expectation held. Expectations are checked from
+//! the engine's change events and from what each call and attempt actually did, with generous
+//! time windows, so a loaded machine does not make it fail.
+//!
+//! Run with `cargo run --example demo`.
 
 #[path = "support/backend.rs"]
 mod backend;
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backend::{Backend, Status};
-use healthpick::{ActiveMonitor, Engine, HealthEventKind, RequestOutcome};
+use backend::Backend;
+use healthpick::health::{
+    PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, TransportFailureRate,
+};
+use healthpick::table::{LiveTable, OutputMode, StatusTable};
+use healthpick::{
+    ActiveMonitor, Engine, HealthAwareClient, HealthEvent, HealthEventKind, HealthPart, PartValue,
+    ReportedHealth, RequestOutcome,
+};
+use tokio::sync::mpsc;
 
 const CLUSTER: &str = "orders";
-/// Time allowed for detection after a fault: threshold (2) probe rounds plus requests in flight.
-const GRACE: f64 = 1.0;
+const LOCALS: [&str; 3] = ["local-1", "local-2", "local-3"];
+const REMOTES: [&str; 2] = ["remote-1", "remote-2"];
+const CALLERS: usize = 4;
+/// Each caller sends one request per period: about 100 requests/s in all.
+const CALL_PERIOD: Duration = Duration::from_millis(40);
+/// Each backend takes this long per request, so requests are visibly in flight.
+const LATENCY: Duration = Duration::from_millis(20);
+/// How long a draining backend keeps serving before it stops.
+const DRAIN_DELAY: Duration = Duration::from_secs(3);
+/// Detection (or recovery) must happen within this long after a step. The probes run every
+/// 250 ms and two failures eject, so it normally takes well under a second.
+const DETECT_WITHIN: Duration = Duration::from_secs(4);
+/// After a detection, requests picked later than this must follow the new routing.
+const GRACE: Duration = Duration::from_millis(300);
+const END: f64 = 24.0;
 
-/// One request attempt: when (s since start), where, and whether it got a response.
+/// One call as the caller saw it.
+struct Call {
+    /// Engine time when the call started (the pick happens at once).
+    started: Duration,
+    /// The destination that answered, or why the call failed.
+    result: Result<String, String>,
+    /// Whether any attempt was sent (not so when no destination was available at all).
+    sent: bool,
+}
+
+/// One attempt as the passive policy saw it (every attempt reports an outcome).
 struct Attempt {
-    at: f64,
+    at: Duration,
     destination: String,
-    ok: bool,
+    transport_failure: bool,
+}
+
+/// The built-in TransportFailureRate policy, plus a record of every outcome it sees: that is how
+/// the demo counts attempts (and so retries) without touching the client. Registered under the
+/// built-in name, so the configuration stays exactly what a YARP file holds.
+struct RecordingTransportFailureRate {
+    attempts: Arc<Mutex<Vec<Attempt>>>,
+}
+
+impl PassiveHealthPolicy for RecordingTransportFailureRate {
+    fn request_completed(
+        &self,
+        ctx: &PassivePolicyContext<'_>,
+        outcome: RequestOutcome,
+    ) -> Option<PassiveVerdict> {
+        self.attempts.lock().unwrap().push(Attempt {
+            at: ctx.now(),
+            destination: ctx.destination().id().to_string(),
+            transport_failure: outcome.is_transport_failure(),
+        });
+        TransportFailureRate.request_completed(ctx, outcome)
+    }
+}
+
+/// A step of the script, stamped with the engine time it happened.
+struct Step {
+    at: Duration,
+    what: &'static str,
 }
 
 #[tokio::main]
@@ -51,13 +123,17 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let names = ["local-1", "local-2", "local-3", "remote-1", "remote-2"];
+    let names: Vec<&str> = LOCALS.iter().chain(&REMOTES).copied().collect();
     let mut backends = Vec::new();
-    for name in names {
-        backends.push(Backend::start(name).await?);
+    for name in &names {
+        let backend = Backend::start(name).await?;
+        backend.set_latency(LATENCY);
+        backend.set_drain_delay(DRAIN_DELAY);
+        backends.push(backend);
     }
 
-    // A YARP cluster definition, as it would sit in appsettings.json. `Priority` is the tier.
+    // A YARP appsettings document, as it would sit in a file. `Priority` is the tier. The
+    // passive window and reactivation are shortened from YARP's 60 s to fit a 25 s demo.
     let destinations: Vec<String> = names
         .iter()
         .zip(&backends)
@@ -70,246 +146,396 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         })
         .collect();
     let config = format!(
-        r#"{{ "ReverseProxy": {{ "Clusters": {{ "{CLUSTER}": {{
+        r#"{{
+          "HealthPolicies": {{ "DetectionWindowSize": "00:00:01" }},
+          "ReverseProxy": {{ "Clusters": {{ "{CLUSTER}": {{
             "HealthCheck": {{
-              "Active": {{ "Enabled": true, "Interval": "00:00:00.25", "Timeout": "00:00:00.2",
+              "Active": {{ "Enabled": true, "Interval": "00:00:00.25", "Timeout": "00:00:01",
                           "Path": "/api/systemstatus" }},
-              "Passive": {{ "Enabled": true }}
+              "Passive": {{ "Enabled": true, "ReactivationPeriod": "00:00:02" }}
             }},
             "Destinations": {{ {} }}
-        }} }} }} }}"#,
-        destinations.join(", ")
+          }} }} }}
+        }}"#,
+        destinations.join(",\n")
     );
-    let engine = Engine::from_json(&config)?;
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(1))
-        .build()?;
-    let start = tokio::time::Instant::now();
-    let secs = move || start.elapsed().as_secs_f64();
+    let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
+    let engine = Engine::builder()
+        .passive_policy(
+            "TransportFailureRate",
+            RecordingTransportFailureRate {
+                attempts: attempts.clone(),
+            },
+        )
+        .event_capacity(1 << 16)
+        .build();
+    engine.load_json(&config)?;
+    let now = {
+        let engine = engine.clone();
+        move || engine.clock().now()
+    };
 
-    println!("healthpick demo: 3 local backends (tier 0), 2 remote (tier 1), 4 callers\n");
+    println!(
+        "healthpick demo: 3 local backends (tier 0), 2 remote (tier 1), {CALLERS} callers through \
+         HealthAwareClient, faults scripted over {END:.0} s\n"
+    );
 
-    // Detection times: when a destination's active health turned Unhealthy.
-    let detections = Arc::new(Mutex::new(Vec::<(f64, String, String)>::new()));
-    let mut events = engine.subscribe();
-    {
-        let detections = detections.clone();
-        tokio::spawn(async move {
-            while let Ok(event) = events.recv().await {
-                if let HealthEventKind::HealthChanged {
-                    destination,
-                    part,
-                    from,
-                    to,
-                    reason,
-                } = event.kind
-                {
-                    let line = format!("{part} {from} -> {to} ({reason})");
-                    println!("  [{:5.2}s] {destination}: {line}", secs());
-                    detections.lock().unwrap().push((
-                        secs(),
-                        destination.to_string(),
-                        to.to_string(),
-                    ));
-                }
-            }
-        });
-    }
+    // ---- the live table, fed by engine events, script notes and a 250 ms tick ----
+    let served: Vec<(String, Arc<std::sync::atomic::AtomicU64>)> = backends
+        .iter()
+        .map(|b| (b.name().to_string(), b.served_counter()))
+        .collect();
+    let table = StatusTable::new().served(move |_, destination| {
+        served
+            .iter()
+            .find(|(name, _)| name == destination)
+            .map(|(_, n)| n.load(Ordering::Relaxed))
+    });
+    let live = LiveTable::stdout(table)
+        .clock(engine.clock().clone())
+        .recent_lines(12)
+        .reprint_every(Some(Duration::from_secs(5)));
+    let mode = live.mode();
+    let events: Arc<Mutex<Vec<HealthEvent>>> = Arc::default();
+    let (notes, notes_rx) = mpsc::unbounded_channel::<String>();
+    let display = tokio::spawn(display(
+        engine.clone(),
+        live,
+        engine.subscribe(),
+        notes_rx,
+        events.clone(),
+    ));
 
-    // The built-in active monitor probes every destination's /api/systemstatus each 250 ms.
+    // ---- probing, then traffic ----
     let monitor = ActiveMonitor::start(&engine);
     engine.ready().await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let client = HealthAwareClient::new(http, engine.clone());
+    let start = tokio::time::Instant::now();
+    let t0 = now();
     let stop = Arc::new(AtomicBool::new(false));
-
-    let attempts = Arc::new(Mutex::new(Vec::<Attempt>::new()));
-    let failures = Arc::new(AtomicU64::new(0));
-    let requests = Arc::new(AtomicU64::new(0));
-    let retries = Arc::new(AtomicU64::new(0));
+    let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
     let mut callers = Vec::new();
-    for _ in 0..4 {
-        let (engine, http, stop) = (engine.clone(), http.clone(), stop.clone());
-        let (attempts, failures, requests, retries) = (
-            attempts.clone(),
-            failures.clone(),
-            requests.clone(),
-            retries.clone(),
-        );
+    for _ in 0..CALLERS {
+        let (client, stop, calls, now) = (client.clone(), stop.clone(), calls.clone(), now.clone());
         callers.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(CALL_PERIOD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while !stop.load(Ordering::Relaxed) {
-                requests.fetch_add(1, Ordering::Relaxed);
-                let mut tried: Vec<String> = Vec::new();
-                let mut done = false;
-                for _ in 0..3 {
-                    let Some(pick) = pick_untried(&engine, &tried) else {
-                        break;
-                    };
-                    let id = pick.destination().id().to_string();
-                    let url = pick.address().join("api/orders")?;
-                    let ok = match http.get(url).send().await {
-                        Ok(response) => {
-                            pick.report(RequestOutcome::Status(response.status().as_u16()));
-                            let _ = response.bytes().await;
-                            true
-                        }
-                        Err(_) => {
-                            pick.report(RequestOutcome::TransportFailure);
-                            false
-                        }
-                    };
-                    drop(pick);
-                    attempts.lock().unwrap().push(Attempt {
-                        at: secs(),
-                        destination: id.clone(),
-                        ok,
-                    });
-                    if ok {
-                        done = true;
-                        break;
+                tick.tick().await;
+                let started = now();
+                let (result, sent) = match client.get(CLUSTER, "/api/orders").send().await {
+                    Ok(response) => {
+                        let id = response.destination().id().to_string();
+                        let status = response.status();
+                        let result = match response.bytes().await {
+                            Ok(_) if status.is_success() => Ok(id),
+                            Ok(_) => Err(format!("{id} answered {status}")),
+                            Err(e) => Err(format!("{id}: body broke off ({})", root_cause(&e))),
+                        };
+                        (result, true)
                     }
-                    retries.fetch_add(1, Ordering::Relaxed);
-                    tried.push(id);
-                }
-                if !done {
-                    failures.fetch_add(1, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                    Err(e) => (Err(describe_failure(&e)), !e.attempts().is_empty()),
+                };
+                calls.lock().unwrap().push(Call {
+                    started,
+                    result,
+                    sent,
+                });
             }
-            Ok::<(), url::ParseError>(())
         }));
     }
 
-    let kill_times: Arc<Mutex<BTreeMap<String, f64>>> = Arc::default();
-    let step = |t: f64| tokio::time::sleep_until(start + Duration::from_secs_f64(t));
+    // ---- the script ----
+    let mut steps: Vec<Step> = Vec::new();
+    let at = |t: f64| tokio::time::sleep_until(start + Duration::from_secs_f64(t));
+    let mut step = |what: &'static str| {
+        steps.push(Step { at: now(), what });
+        let _ = notes.send(format!(">>> {what}"));
+    };
 
-    step(2.0).await;
-    println!("[{:5.2}s] FAULT: local-1 killed", secs());
+    at(2.0).await;
     backends[0].kill();
-    kill_times.lock().unwrap().insert("local-1".into(), secs());
+    step("local-1 killed");
 
-    step(4.0).await;
-    println!("[{:5.2}s] FAULT: local-2 reports Degraded", secs());
-    backends[1].set_status(Status::Degraded);
-    kill_times
-        .lock()
-        .unwrap()
-        .insert("local-2 degraded".into(), secs());
+    at(5.0).await;
+    backends[0].restart().await?;
+    step("local-1 restarted");
 
-    step(6.0).await;
-    println!(
-        "[{:5.2}s] FAULT: local-2 and local-3 killed: no local instance left",
-        secs()
-    );
-    backends[1].kill();
+    at(7.0).await;
+    backends[1].set_status(ReportedHealth::Degraded);
+    step("local-2 reports Degraded");
+
+    at(10.0).await;
+    backends[1].set_status(ReportedHealth::Healthy);
+    step("local-2 reports Healthy");
+
+    at(12.0).await;
+    let draining = backends[2].start_draining();
+    step("local-3 draining");
+    draining.drain().await; // keeps serving for the drain delay
     backends[2].kill();
-    kill_times.lock().unwrap().insert("local-3".into(), secs());
+    step("local-3 stopped after draining");
 
-    step(8.0).await;
-    println!(
-        "[{:5.2}s] RESTORE: all local instances restarted and Healthy",
-        secs()
-    );
+    at(16.0).await;
+    backends[2].restart().await?;
+    step("local-3 restarted");
+
+    at(18.0).await;
     for b in &mut backends[..3] {
-        b.set_status(Status::Healthy);
+        b.kill();
+    }
+    step("all local instances killed");
+
+    at(21.0).await;
+    for b in &mut backends[..3] {
         b.restart().await?;
     }
+    step("all local instances restarted");
 
-    step(10.0).await;
+    at(END).await;
     stop.store(true, Ordering::Relaxed);
-    for c in callers {
-        c.await??;
+    for caller in callers {
+        caller.await?;
     }
+    let end = now();
     monitor.stop().await;
+    drop(notes);
+    display.await??;
 
-    print_status(&engine);
-
-    // ---- expectations ----
+    // ---- expectations, from events, calls and attempts ----
+    let events = events.lock().unwrap();
+    let calls = calls.lock().unwrap();
     let attempts = attempts.lock().unwrap();
-    let served_in = |from: f64, to: f64| -> BTreeMap<&str, usize> {
-        let mut m = BTreeMap::new();
-        for a in attempts
+    let step_at = |what: &str| {
+        steps
             .iter()
-            .filter(|a| a.ok && a.at >= from && a.at < to)
-        {
-            *m.entry(a.destination.as_str()).or_default() += 1;
-        }
-        m
+            .find(|s| s.what == what)
+            .map(|s| s.at)
+            .expect("every step ran")
     };
-    let tried_in = |dest: &str, from: f64, to: f64| {
+    let mut report = Report::default();
+
+    // When none of `ids` is available any more / all of them are available again, after `from`.
+    let availability = |from: Duration, ids: &[&str], back: bool| {
+        events.iter().find_map(|e| match &e.kind {
+            HealthEventKind::AvailabilityChanged { available, .. } if e.at >= from => {
+                let has = |id: &&str| available.iter().any(|a| &**a == *id);
+                let holds = if back {
+                    ids.iter().all(has)
+                } else {
+                    !ids.iter().any(has)
+                };
+                holds.then_some(e.at)
+            }
+            _ => None,
+        })
+    };
+    let reported = |from: Duration, id: &str, status: ReportedHealth| {
+        events.iter().find_map(|e| match &e.kind {
+            HealthEventKind::HealthChanged {
+                destination,
+                part: HealthPart::Reported,
+                to: PartValue::Reported(Some(to)),
+                ..
+            } if e.at >= from && &**destination == id && *to == status => Some(e.at),
+            _ => None,
+        })
+    };
+    // Destinations that answered calls started in [from, to).
+    let answered = |from: Duration, to: Duration| {
+        let mut ids: Vec<&str> = calls
+            .iter()
+            .filter(|c| c.started >= from && c.started < to)
+            .filter_map(|c| c.result.as_deref().ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    };
+    let only = |ids: &[&str], allowed: &[&str]| {
+        !ids.is_empty() && ids.iter().all(|id| allowed.contains(id))
+    };
+    let attempts_to = |id: &str, from: Duration, to: Duration| {
         attempts
             .iter()
-            .filter(|a| a.destination == dest && a.at >= from && a.at < to)
+            .filter(|a| a.destination == id && a.at >= from && a.at < to)
             .count()
     };
-    let only = |m: &BTreeMap<&str, usize>, allowed: &[&str]| {
-        !m.is_empty() && m.keys().all(|k| allowed.contains(k))
-    };
-    let phase1 = served_in(0.0, 2.0);
-    let phase2 = served_in(2.0 + GRACE, 4.0);
-    let phase3 = served_in(4.0 + GRACE, 6.0);
-    let phase4 = served_in(6.0 + GRACE, 8.0);
-    let phase5 = served_in(8.0 + GRACE, 10.0);
-    let failures = failures.load(Ordering::Relaxed);
-    let checks = [
-        ("no caller-visible failure", failures == 0),
-        (
-            "0-2 s: only tier 0 serves",
-            only(&phase1, &["local-1", "local-2", "local-3"]),
-        ),
-        (
-            "after local-1 died: no attempt reaches it",
-            tried_in("local-1", 2.0 + GRACE, 8.0) == 0,
-        ),
-        (
-            "local-2 Degraded: only local-3 serves",
-            only(&phase3, &["local-3"]),
-        ),
-        (
-            "no local left: tier 1 serves",
-            only(&phase4, &["remote-1", "remote-2"]),
-        ),
-        (
-            "locals restored: traffic is back on tier 0",
-            only(&phase5, &["local-1", "local-2", "local-3"]),
-        ),
-    ];
 
-    println!("\nserved per phase (after {GRACE} s detection grace):");
-    for (name, m) in [
-        ("0-2 s   all healthy     ", &phase1),
-        ("3-4 s   local-1 dead    ", &phase2),
-        ("5-6 s   local-2 degraded", &phase3),
-        ("7-8 s   locals dead     ", &phase4),
-        ("9-10 s  restored        ", &phase5),
-    ] {
-        println!("  {name}  {m:?}");
-    }
-    println!(
-        "\nrequests: {}   caller-visible failures: {failures}   retries on another instance: {}",
-        requests.load(Ordering::Relaxed),
-        retries.load(Ordering::Relaxed)
+    // Start: every destination probed Healthy, traffic on tier 0 only.
+    let first_fault = step_at("local-1 killed");
+    let served = answered(t0, first_fault);
+    report.check(
+        format!("all healthy: tier 0 serves (answered by {served:?})"),
+        only(&served, &LOCALS),
     );
-    let detections = detections.lock().unwrap();
-    for (fault, at) in kill_times.lock().unwrap().iter() {
-        let dest = fault.split(' ').next().unwrap_or(fault);
-        let wanted = if fault.ends_with("degraded") {
-            "Degraded"
-        } else {
-            "Unhealthy"
-        };
-        if let Some((t, _, _)) = detections
-            .iter()
-            .find(|(t, d, to)| d == dest && to == wanted && t >= at)
-        {
-            println!("time to detect {fault:<18} {:>5.0} ms", (t - at) * 1000.0);
+
+    // 1. One local instance killed.
+    let killed = first_fault;
+    let restarted = step_at("local-1 restarted");
+    let detected = report.detection(
+        "local-1 killed",
+        killed,
+        availability(killed, &["local-1"], false),
+    );
+    if let Some(d) = detected {
+        let tried = attempts_to("local-1", d + GRACE, restarted);
+        report.check(
+            format!("local-1 dead: no attempt reaches it once detected ({tried} did)"),
+            tried == 0,
+        );
+        let served = answered(d + GRACE, restarted);
+        report.check(
+            format!("local-1 dead: local-2 and local-3 serve ({served:?})"),
+            only(&served, &["local-2", "local-3"]),
+        );
+    }
+    report.recovery(
+        "local-1 restarted",
+        restarted,
+        availability(restarted, &["local-1"], true),
+    );
+
+    // 2. One local instance degraded.
+    let degraded = step_at("local-2 reports Degraded");
+    let healthy_again = step_at("local-2 reports Healthy");
+    if let Some(d) = report.detection(
+        "local-2 degraded",
+        degraded,
+        reported(degraded, "local-2", ReportedHealth::Degraded),
+    ) {
+        let served = answered(d + GRACE, healthy_again);
+        report.check(
+            format!("local-2 Degraded: ranked below, local-1 and local-3 serve ({served:?})"),
+            only(&served, &["local-1", "local-3"]),
+        );
+    }
+    report.recovery(
+        "local-2 healthy again",
+        healthy_again,
+        reported(healthy_again, "local-2", ReportedHealth::Healthy),
+    );
+
+    // 3. One local instance draining before it stops.
+    let drain_start = step_at("local-3 draining");
+    let stopped = step_at("local-3 stopped after draining");
+    let restarted = step_at("local-3 restarted");
+    if let Some(d) = report.detection(
+        "local-3 draining",
+        drain_start,
+        availability(drain_start, &["local-3"], false),
+    ) {
+        report.check(
+            format!(
+                "local-3 draining: routed away {} ms before it stopped",
+                stopped.saturating_sub(d).as_millis()
+            ),
+            d < stopped,
+        );
+        let served = answered(d + GRACE, restarted);
+        report.check(
+            format!("local-3 draining: local-1 and local-2 serve ({served:?})"),
+            only(&served, &["local-1", "local-2"]),
+        );
+    }
+    let failed_on_local_3 = attempts
+        .iter()
+        .filter(|a| a.destination == "local-3" && a.transport_failure)
+        .filter(|a| a.at >= drain_start && a.at < restarted)
+        .count();
+    report.check(
+        format!(
+            "local-3 draining: no request to it failed ({failed_on_local_3} transport failures)"
+        ),
+        failed_on_local_3 == 0,
+    );
+    report.recovery(
+        "local-3 restarted",
+        restarted,
+        availability(restarted, &["local-3"], true),
+    );
+
+    // 4. All local instances down, then restored.
+    let all_down = step_at("all local instances killed");
+    let restored = step_at("all local instances restarted");
+    if let Some(d) = report.detection(
+        "all local instances down",
+        all_down,
+        availability(all_down, &LOCALS, false),
+    ) {
+        let served = answered(d + GRACE, restored);
+        report.check(
+            format!("no local left: tier 1 serves ({served:?})"),
+            only(&served, &REMOTES),
+        );
+    }
+    if let Some(back) = report.recovery(
+        "all local instances restored",
+        restored,
+        availability(restored, &LOCALS, true),
+    ) {
+        let served = answered(back + GRACE, end);
+        report.check(
+            format!("restored: traffic is back on tier 0 ({served:?})"),
+            only(&served, &LOCALS),
+        );
+    }
+
+    // Caller-visible failures: none expected, whatever happened to the backends.
+    let failures: Vec<(Duration, &String)> = calls
+        .iter()
+        .filter_map(|c| c.result.as_ref().err().map(|e| (c.started, e)))
+        .collect();
+    report.check(
+        format!(
+            "no caller-visible failure ({} of {} calls failed)",
+            failures.len(),
+            calls.len()
+        ),
+        failures.is_empty(),
+    );
+
+    // ---- summary ----
+    if mode == OutputMode::Redraw {
+        println!();
+    }
+    // Every attempt reports one outcome; a call's first attempt is not a retry.
+    let retries = attempts
+        .len()
+        .saturating_sub(calls.iter().filter(|c| c.sent).count());
+    println!("summary after {:.1} s", (end - t0).as_secs_f64());
+    println!("  requests sent                 {:>6}", calls.len());
+    println!(
+        "  caller-visible failures       {:>6}   (expected 0)",
+        failures.len()
+    );
+    println!("  retries on another instance   {retries:>6}");
+    for (at, failure) in failures.iter().take(5) {
+        println!(
+            "    failed call at {:.1} s: {failure}",
+            at.saturating_sub(t0).as_secs_f64()
+        );
+    }
+    if failures.len() > 5 {
+        println!("    ... and {} more", failures.len() - 5);
+    }
+    println!("  time to detect / recover:");
+    for (what, took) in &report.timings {
+        match took {
+            Some(t) => println!("    {what:<38} {:>6} ms", t.as_millis()),
+            None => println!("    {what:<38}  NOT within {} s", DETECT_WITHIN.as_secs()),
         }
     }
-    let mut all_ok = true;
-    println!();
-    for (name, ok) in checks {
-        println!("  [{}] {name}", if ok { "ok" } else { "FAILED" });
-        all_ok &= ok;
+    println!("  expectations:");
+    for (what, ok) in &report.checks {
+        println!("    [{}] {what}", if *ok { "ok" } else { "FAILED" });
     }
+    let all_ok = report.checks.iter().all(|(_, ok)| *ok);
     println!(
         "\n{}",
         if all_ok {
@@ -321,35 +547,106 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     Ok(all_ok)
 }
 
-/// The first attempt takes the best destination; a retry takes the next best one not tried
-/// yet in this call, in the same tier first, then the next tier.
-fn pick_untried(engine: &Engine, tried: &[String]) -> Option<healthpick::PickHandle> {
-    if tried.is_empty() {
-        engine.pick_endpoint(CLUSTER).ok()
-    } else {
-        engine.pick_endpoint_excluding(CLUSTER, tried).ok()
+/// Expectations and timings, in script order.
+#[derive(Default)]
+struct Report {
+    checks: Vec<(String, bool)>,
+    timings: Vec<(String, Option<Duration>)>,
+}
+
+impl Report {
+    fn check(&mut self, what: String, ok: bool) {
+        self.checks.push((what, ok));
+    }
+
+    /// Records how long after `step` the event at `seen` came; it must come within
+    /// [`DETECT_WITHIN`]. Returns when it came.
+    fn detection(
+        &mut self,
+        what: &str,
+        step: Duration,
+        seen: Option<Duration>,
+    ) -> Option<Duration> {
+        let seen = seen.filter(|&t| t - step <= DETECT_WITHIN);
+        self.timings
+            .push((format!("detect {what}"), seen.map(|t| t - step)));
+        self.check(
+            format!("{what}: detected within {} s", DETECT_WITHIN.as_secs()),
+            seen.is_some(),
+        );
+        seen
+    }
+
+    /// As [`detection`](Self::detection), for a recovery.
+    fn recovery(&mut self, what: &str, step: Duration, seen: Option<Duration>) -> Option<Duration> {
+        let seen = seen.filter(|&t| t - step <= DETECT_WITHIN);
+        self.timings
+            .push((format!("recover {what}"), seen.map(|t| t - step)));
+        self.check(
+            format!(
+                "{what}: back in service within {} s",
+                DETECT_WITHIN.as_secs()
+            ),
+            seen.is_some(),
+        );
+        seen
     }
 }
 
-fn print_status(engine: &Engine) {
-    let status = engine.status();
-    println!("\nfinal state:");
-    println!(
-        "  {:<10} {:>4} {:<10} {:<10} {:<9} {:<9}",
-        "dest", "tier", "active", "passive", "reported", "available"
-    );
-    for c in &status.clusters {
-        for d in &c.destinations {
-            let reported = d.reported.map_or("-".to_string(), |r| r.to_string());
-            println!(
-                "  {:<10} {:>4} {:<10} {:<10} {:<9} {:<9}",
-                d.id,
-                d.tier,
-                d.active.to_string(),
-                d.passive.to_string(),
-                reported,
-                d.available
-            );
+/// Shows the live table until the script's note channel closes, recording every engine event.
+async fn display(
+    engine: Engine,
+    mut live: LiveTable<std::io::Stdout>,
+    mut events: tokio::sync::broadcast::Receiver<HealthEvent>,
+    mut notes: mpsc::UnboundedReceiver<String>,
+    record: Arc<Mutex<Vec<HealthEvent>>>,
+) -> std::io::Result<()> {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(event) => {
+                    live.event(&event)?;
+                    record.lock().unwrap().push(event);
+                }
+                Err(RecvError::Lagged(n)) => live.note(&format!("(missed {n} events)"))?,
+                Err(RecvError::Closed) => break,
+            },
+            note = notes.recv() => match note {
+                Some(note) => live.note(&note)?,
+                None => break,
+            },
+            _ = tick.tick() => live.update(&engine.status())?,
         }
     }
+    // Events already sent before the end still count.
+    while let Ok(event) = events.try_recv() {
+        live.event(&event)?;
+        record.lock().unwrap().push(event);
+    }
+    live.finish(&engine.status())
+}
+
+/// `tried local-2 (connection closed before message completed), local-1 (Connection refused)`.
+fn describe_failure(e: &healthpick::ClientError) -> String {
+    if e.attempts().is_empty() {
+        return e.to_string();
+    }
+    let tried: Vec<String> = e
+        .attempts()
+        .iter()
+        .map(|a| format!("{} ({})", a.destination, root_cause(&a.error)))
+        .collect();
+    format!("tried {}", tried.join(", "))
+}
+
+/// The innermost cause of an error: the part that says what happened.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }

@@ -145,6 +145,7 @@ pub mod selection;
 pub mod service;
 pub mod simulate;
 mod status;
+pub mod table;
 mod uri;
 
 pub use client::{
