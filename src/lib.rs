@@ -76,7 +76,8 @@
 //!    group. The [`PickHandle`] counts the destination in flight until it is dropped.
 //!    [`Engine::best_endpoints`] returns the whole group for callers who choose themselves.
 //! 5. **Seeing it.** Every change is a [`HealthEvent`] ([`Engine::subscribe`]) and a `tracing`
-//!    event (target `healthpick`); [`Engine::status`] is a point-in-time view of everything.
+//!    event (target `healthpick`); [`Engine::status`] is a point-in-time view of everything; an
+//!    [`Observer`](observer::Observer) sees every input and policy evaluation as it happens.
 //!
 //! ## Where things live
 //!
@@ -92,6 +93,9 @@
 //! | the simple face | [`EndpointSet`] |
 //! | the wrapped client, its errors and retries | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`] |
 //! | the service side: health payload, draining | [`service`] |
+//! | a live per-destination table (what the demo and `healthpick watch` show) | [`table`] |
+//! | replaying a timeline of probes and outcomes; recording one from a live engine | [`simulate`] |
+//! | seeing every input and decision synchronously (audit, metrics, recording) | [`observer`] |
 //!
 //! ## Extending
 //!

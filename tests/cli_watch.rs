@@ -349,10 +349,39 @@ fn live_mode_on_a_pipe_prints_timestamped_changes_and_tables() {
             Err(_) => break,
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    // Ctrl-C (SIGINT) ends the watch cleanly: exit 0 after a final table.
+    let before = seen.len();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            _ if std::time::Instant::now() > deadline => break None,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    if exit.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    while let Ok(line) = received.recv_timeout(Duration::from_secs(2)) {
+        seen.push(line);
+    }
     let text = seen.join("\n");
     assert!(done, "no table row showing `up` Healthy in:\n{text}");
+    assert!(interrupted, "could not send SIGINT");
+    assert_eq!(
+        exit.and_then(|s| s.code()),
+        Some(0),
+        "Ctrl-C exits 0:\n{text}"
+    );
+    assert!(
+        seen[before..].iter().any(|l| l.contains("orders   up ")),
+        "a final table after Ctrl-C:\n{text}"
+    );
     assert!(
         seen.iter().all(|l| l.starts_with('[') && l.contains("s] ")),
         "every line is timestamped:\n{text}"

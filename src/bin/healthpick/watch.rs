@@ -260,8 +260,12 @@ async fn live(config: Config, file: &str) -> io::Result<ExitCode> {
     live.update(&engine.status())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     loop {
         tokio::select! {
+            // Ctrl-C: print the final table and exit 0, as a user stopping a watch expects.
+            _ = &mut interrupted => break,
             event = events.recv() => match event {
                 Ok(event) => live.event(&event)?,
                 Err(RecvError::Lagged(n)) => live.note(&format!("({n} changes not shown)"))?,
