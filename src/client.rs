@@ -210,6 +210,10 @@ pub enum ClientError {
     /// The request could not be built (bad header, path or body).
     #[error("invalid request: {0}")]
     Builder(String),
+    /// A response arrived but its body could not be read or decoded (for example
+    /// [`Response::json`] on a body that is not JSON).
+    #[error("bad response body: {0}")]
+    Body(String),
 }
 
 fn describe_attempts(attempts: &[AttemptFailure]) -> String {
@@ -242,6 +246,16 @@ impl ClientError {
     /// True when nothing was sent because the cluster had no available destination.
     pub fn is_no_available_destinations(&self) -> bool {
         matches!(self, ClientError::NoAvailableDestinations { .. })
+    }
+
+    /// The cluster the error is about, when it is about one.
+    pub fn cluster(&self) -> Option<&str> {
+        match self {
+            ClientError::NoAvailableDestinations { cluster }
+            | ClientError::UnknownCluster { cluster }
+            | ClientError::Request { cluster, .. } => Some(cluster),
+            ClientError::Builder(_) | ClientError::Body(_) => None,
+        }
     }
 
     /// The last destination tried, if any request was sent.
@@ -547,7 +561,7 @@ impl RequestBuilder {
             }
             let attempt = Attempt::new(pick);
             let error = match request.send().await {
-                Ok(response) => return Ok(Response::new(response, attempt)),
+                Ok(response) => return Ok(Response::new(response, attempt, failures)),
                 Err(error) => error,
             };
             let failed = attempt.fail();
@@ -636,12 +650,18 @@ pub struct Response {
     status: StatusCode,
     destination: Arc<Destination>,
     pick: Option<PickHandle>,
+    /// Attempts of the same call that failed before this one answered.
+    failed_attempts: Vec<AttemptFailure>,
 }
 
 static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
 
 impl Response {
-    fn new(inner: reqwest::Response, attempt: Attempt) -> Self {
+    fn new(
+        inner: reqwest::Response,
+        attempt: Attempt,
+        failed_attempts: Vec<AttemptFailure>,
+    ) -> Self {
         let pick = attempt.take();
         let destination = pick
             .as_ref()
@@ -652,7 +672,15 @@ impl Response {
             inner: Some(inner),
             destination,
             pick,
+            failed_attempts,
         }
+    }
+
+    /// The attempts of this call that failed before this response arrived, in order (each
+    /// destination, URL and error): empty when the first attempt answered. Their number is the
+    /// number of retries the call took.
+    pub fn failed_attempts(&self) -> &[AttemptFailure] {
+        &self.failed_attempts
     }
 
     /// The destination that answered.
@@ -707,13 +735,13 @@ impl Response {
     /// The body parsed as JSON.
     ///
     /// # Errors
-    /// [`ClientError::Builder`] naming the problem when the body cannot be read or is not JSON.
+    /// [`ClientError::Body`] naming the problem when the body cannot be read or is not JSON.
     pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
         let bytes = self
             .bytes()
             .await
-            .map_err(|e| ClientError::Builder(format!("reading the body failed: {}", chain(&e))))?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Builder(format!("bad JSON: {e}")))
+            .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e))))?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Body(format!("not JSON: {e}")))
     }
 
     /// The underlying reqwest response. The destination is released and the outcome reported

@@ -18,6 +18,11 @@ pub enum PickError {
 }
 
 impl PickError {
+    /// True when the cluster exists but nothing in it may receive traffic.
+    pub fn is_no_available_destinations(&self) -> bool {
+        matches!(self, PickError::NoAvailableDestinations { .. })
+    }
+
     /// The cluster the error is about.
     pub fn cluster(&self) -> &str {
         match self {

@@ -245,7 +245,7 @@ fn width(text: &str) -> usize {
 }
 
 /// One line describing a change event:
-/// `orders/local-1: active Healthy -> Unhealthy (probe HTTP 503 (2 consecutive failures))`, or
+/// `orders/local-1: active Healthy -> Unhealthy (probe HTTP 503, 2 consecutive failures)`, or
 /// `orders: available local-2, local-3` (with ` (PANIC)` in panic mode, `nothing` when empty).
 pub fn describe_event(event: &HealthEvent) -> String {
     match &event.kind {
@@ -707,7 +707,7 @@ orders   remote-1                      12345  Unhealthy  off      -         no  
         );
         assert_eq!(
             lines[4],
-            "[  4.0s] orders/local-1: active Healthy -> Unhealthy (probe HTTP 503 (2 consecutive failures))"
+            "[  4.0s] orders/local-1: active Healthy -> Unhealthy (probe HTTP 503, 2 consecutive failures)"
         );
         assert!(
             lines[6].starts_with("[  4.0s] orders   local-1         0  Unhealthy"),

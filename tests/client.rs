@@ -547,6 +547,17 @@ async fn connect_failures_do_not_use_up_attempts() {
         .await
         .expect("four connect failures, then the live destination");
     assert_eq!(response.destination().id(), "x-echo");
+    // The response tells which attempts failed before it, in order.
+    let failed: Vec<&str> = response
+        .failed_attempts()
+        .iter()
+        .map(|a| a.destination.as_str())
+        .collect();
+    assert_eq!(failed, ["a-dead", "b-dead", "c-dead", "d-dead"]);
+    assert!(response
+        .failed_attempts()
+        .iter()
+        .all(|a| a.error.is_connect()));
     drop(response);
     assert_eq!(echo.served(), 1);
 
@@ -840,7 +851,28 @@ async fn unknown_cluster_is_a_typed_error() {
     assert!(err.to_string().contains("nope"));
     assert!(!err.is_no_available_destinations());
     assert!(err.destination().is_none() && err.attempts().is_empty());
+    assert_eq!(err.cluster(), Some("nope"));
     assert_eq!(backend.served(), 0);
+}
+
+/// A body that is not JSON is a `Body` error, not a builder error, and the call did reach `a`.
+#[tokio::test]
+async fn a_body_that_is_not_json_is_a_body_error() {
+    let backend = Backend::start("a").await.expect("backend");
+    let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
+    let client = HealthAwareClient::new(http_client(), engine);
+    let response = client.get("c", "/x").send().await.expect("a answers");
+    assert!(response.failed_attempts().is_empty());
+    let err = response
+        .json::<serde_json::Value>()
+        .await
+        .expect_err("the body is the text `a`");
+    assert!(
+        matches!(&err, ClientError::Body(text) if text.contains("not JSON")),
+        "{err:?}"
+    );
+    assert_eq!(err.cluster(), None);
+    assert_eq!(backend.served(), 1);
 }
 
 /// HealthyAndUnknown with every destination probed Unhealthy: nothing is sent.
@@ -886,6 +918,7 @@ async fn no_available_destination_sends_nothing() {
     );
     assert!(err.to_string().contains("`c`"), "{err}");
     assert!(err.attempts().is_empty() && err.destination().is_none());
+    assert_eq!(err.cluster(), Some("c"));
     assert_eq!(a.accepts() + b.accepts(), probes, "nothing may be sent");
 }
 

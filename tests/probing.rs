@@ -105,7 +105,7 @@ async fn a_500_or_503_is_a_failure_whatever_the_body_says() {
             reason.contains("Unknown -> Unhealthy") && reason.contains(&expected),
             "{reason}"
         );
-        assert!(reason.contains("1 consecutive failures"), "{reason}");
+        assert!(reason.contains("1 consecutive failure"), "{reason}");
     }
 }
 

@@ -288,8 +288,14 @@ fn unknown_cluster_and_empty_cluster_errors() {
             cluster: "nope".into()
         }
     );
+    assert!(!engine
+        .pick_endpoint("nope")
+        .unwrap_err()
+        .is_no_available_destinations());
     let err = engine.pick_endpoint("empty").unwrap_err();
     assert!(matches!(err, PickError::NoAvailableDestinations { .. }));
+    assert!(err.is_no_available_destinations());
+    assert_eq!(err.cluster(), "empty");
     assert_eq!(
         err.to_string(),
         "no available destinations in cluster `empty`"

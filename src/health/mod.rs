@@ -224,7 +224,8 @@ impl fmt::Display for Reason {
                 consecutive_failures,
             } => write!(
                 f,
-                "probe {result} ({consecutive_failures} consecutive failures)"
+                "probe {result}, {consecutive_failures} consecutive failure{}",
+                if *consecutive_failures == 1 { "" } else { "s" }
             ),
             Reason::FailureRate {
                 failed,

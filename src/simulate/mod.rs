@@ -74,7 +74,7 @@
 //! }"#)?;
 //! let lines = Simulation::new(scenario).run()?;
 //! // The second failure reaches the default threshold (2): d1 is ejected at t = 10.
-//! assert!(lines.contains(&r#"{"at":10.0,"type":"health","cluster":"c0","destination":"d1","part":"active","from":"Unknown","to":"Unhealthy","reason":"probe error: probe failed (2 consecutive failures)"}"#.to_string()));
+//! assert!(lines.contains(&r#"{"at":10.0,"type":"health","cluster":"c0","destination":"d1","part":"active","from":"Unknown","to":"Unhealthy","reason":"probe error: probe failed, 2 consecutive failures"}"#.to_string()));
 //! assert!(lines.ends_with(&[
 //!     r#"{"at":11.0,"type":"pick","cluster":"c0","destination":"d0"}"#.to_string(),
 //!     r#"{"at":11.0,"type":"pick","cluster":"c0","destination":"d0"}"#.to_string(),
