@@ -527,7 +527,12 @@ impl RequestBuilder {
         }
         // A call that cannot be retried moves its headers and body into its only request.
         let (mut headers, mut body) = (Some(headers), body);
-        let mut pick = inner.engine.pick_endpoint_ready(&cluster).await?;
+        let mut pick = match inner.engine.pick_endpoint_if_ready(&cluster) {
+            Some(pick) => pick?,
+            // Only the first calls of a cluster wait for its first probe round; boxing that
+            // rare future keeps every call's state small.
+            None => Box::pin(inner.engine.pick_endpoint_ready(&cluster)).await?,
+        };
         // Taken after the first pick succeeded, so unknown cluster names leave no budget behind.
         let budget = inner.retries.request(&cluster);
         let mut tried: Vec<String> = Vec::new();

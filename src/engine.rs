@@ -660,6 +660,28 @@ impl Engine {
         self.pick_endpoint(cluster)
     }
 
+    /// [`pick_endpoint`](Self::pick_endpoint) when no warm-up wait is due (the usual case);
+    /// `None` when the cluster's first probe round is still running and the caller should await
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready). Lets callers keep the waiting future
+    /// out of their own state.
+    #[inline]
+    pub(crate) fn pick_endpoint_if_ready(
+        &self,
+        cluster: &str,
+    ) -> Option<Result<PickHandle, PickError>> {
+        let table = self.core.clusters.load();
+        let entry = match Self::entry(&table, cluster) {
+            Ok(entry) => entry,
+            Err(e) => return Some(Err(e)),
+        };
+        if entry.snapshot.settings.active.is_some()
+            && !entry.runtime.first_round_done.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        Some(self.choose(entry, &entry.snapshot.best, cluster))
+    }
+
     /// Resolves once every cluster with active checks has finished its first probe round (as
     /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them). Clusters without active
     /// checks are ready at once.
