@@ -479,7 +479,7 @@ impl Engine {
             // Kept destinations stay as they are; new ones get their cold part built first and
             // their small hot blocks allocated one after another below, so a pick's working set
             // is dense.
-            let planned: Vec<Result<Arc<Destination>, Box<DestinationInfo>>> = cluster
+            let planned: Vec<Planned> = cluster
                 .destinations
                 .iter()
                 .filter_map(|d| {
@@ -496,10 +496,10 @@ impl Engine {
                             && old.info.tier == d.priority
                             && old.info.metadata == d.metadata;
                         if unchanged {
-                            return Some(Ok(Arc::clone(old)));
+                            return Some(Planned::Kept(Arc::clone(old)));
                         }
                     }
-                    Some(Err(Box::new(DestinationInfo {
+                    Some(Planned::New(Box::new(DestinationInfo {
                         id: Arc::from(d.id.as_str()),
                         address,
                         health_url,
@@ -514,13 +514,12 @@ impl Engine {
                 .collect();
             let destinations: Vec<Arc<Destination>> = planned
                 .into_iter()
-                .map(|planned| {
-                    planned.unwrap_or_else(|info| {
-                        Arc::new(Destination {
-                            in_flight: AtomicUsize::new(0),
-                            info,
-                        })
-                    })
+                .map(|planned| match planned {
+                    Planned::Kept(kept) => kept,
+                    Planned::New(info) => Arc::new(Destination {
+                        in_flight: AtomicUsize::new(0),
+                        info,
+                    }),
                 })
                 .collect();
             updater::publish(core, &runtime, &mut book, settings, destinations, now);
@@ -642,20 +641,23 @@ impl Engine {
     /// # Errors
     /// As [`pick_endpoint`](Self::pick_endpoint).
     pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
-        let waiting = {
-            let table = self.core.clusters.load();
-            let entry = Self::entry(&table, cluster)?;
-            match &entry.snapshot.settings.active {
-                Some(active) if !entry.runtime.first_round_done.load(Ordering::Acquire) => {
-                    Some((entry.runtime.clone(), active.timeout))
-                }
-                // The usual case: one table lookup, then the pick itself.
-                _ => return self.choose(entry, &entry.snapshot.best, cluster),
+        // The usual case: one table lookup, then the pick itself.
+        if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
+            return pick;
+        }
+        // The cluster's first probe round is running: wait for it, at most the probe timeout.
+        if let Some(runtime) = self.core.cluster(cluster) {
+            let timeout = runtime
+                .snapshot
+                .load()
+                .settings
+                .active
+                .as_ref()
+                .map(|a| a.timeout);
+            if let Some(timeout) = timeout {
+                let mut first_round = runtime.first_round.subscribe();
+                let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
             }
-        };
-        if let Some((runtime, timeout)) = waiting {
-            let mut first_round = runtime.first_round.subscribe();
-            let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
         }
         self.pick_endpoint(cluster)
     }
@@ -886,6 +888,13 @@ impl Engine {
             clusters,
         }
     }
+}
+
+/// A destination of a config being applied: kept as it is, or new (its hot block is allocated
+/// after all cold parts, so the cluster's hot blocks sit together).
+enum Planned {
+    Kept(Arc<Destination>),
+    New(Box<DestinationInfo>),
 }
 
 /// One probe round's inputs, read from the current snapshot.

@@ -54,14 +54,16 @@ impl Ord for WeakState {
 /// only when the verdict changes the destination's passive health.
 pub(crate) fn request_completed(destination: &Destination, outcome: RequestOutcome) {
     let settings = destination.info.cluster.load();
-    if let Some(observer) = &settings.observer {
+    // One clock read serves the observer and the policy.
+    let observed_at = settings.observer.as_ref().map(|observer| {
         let at = settings.clock.now();
         observer.request_completed(at, &settings.id, &destination.info.id, outcome);
-    }
+        at
+    });
     let Some(policy) = &settings.passive else {
         return;
     };
-    let now = settings.clock.now();
+    let now = observed_at.unwrap_or_else(|| settings.clock.now());
     let ctx = PassivePolicyContext {
         settings: &settings,
         destination,

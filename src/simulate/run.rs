@@ -7,9 +7,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::scenario::{EventKind, Scenario, ScenarioError, TimedEvent};
+use super::scenario::{EventKind, Scenario, ScenarioError, ScenarioProblem, TimedEvent};
 use crate::clock::ManualClock;
-use crate::config::check;
+use crate::config::{check, Diagnostic};
 use crate::destination::PickHandle;
 use crate::engine::Engine;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
@@ -63,17 +63,7 @@ impl Simulation {
             .observer(out.clone())
             .build();
         if let Err(e) = engine.load_json(&scenario.config) {
-            return Err(ScenarioError {
-                problems: e
-                    .errors
-                    .iter()
-                    .map(|d| super::scenario::ScenarioProblem {
-                        event: None,
-                        path: join_path("config", &d.path),
-                        message: d.message.clone(),
-                    })
-                    .collect(),
-            });
+            return Err(config_problems("config", "", &e.errors));
         }
         let mut held: Vec<PickHandle> = Vec::new();
         for event in &scenario.events {
@@ -102,20 +92,22 @@ fn read_globals(
         Some(config) if report.errors.is_empty() => {
             Ok(config.health_policies().copied().unwrap_or_default())
         }
-        _ => Err(ScenarioError {
-            problems: report
-                .errors
-                .iter()
-                .map(|d| super::scenario::ScenarioProblem {
-                    event: None,
-                    path: join_path(
-                        "globals",
-                        d.path.strip_prefix("HealthPolicies").unwrap_or(&d.path),
-                    ),
-                    message: d.message.clone(),
-                })
-                .collect(),
-        }),
+        _ => Err(config_problems("globals", "HealthPolicies", &report.errors)),
+    }
+}
+
+/// Config diagnostics as scenario problems: `section` (a key path prefix of the diagnostics)
+/// is replaced by `prefix`, the scenario key the document sits under.
+fn config_problems(prefix: &str, section: &str, errors: &[Diagnostic]) -> ScenarioError {
+    ScenarioError {
+        problems: errors
+            .iter()
+            .map(|d| ScenarioProblem {
+                event: None,
+                path: join_path(prefix, d.path.strip_prefix(section).unwrap_or(&d.path)),
+                message: d.message.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -182,7 +174,7 @@ fn apply(
             destination,
             outcome,
         } => {
-            let Some(d) = find(engine, cluster, destination) else {
+            let Some(d) = engine.find_destination(cluster, destination) else {
                 return fail("request", missing(engine, cluster, destination));
             };
             updater::request_completed(&d, *outcome);
@@ -225,7 +217,7 @@ fn apply(
             destination,
             delta,
         } => {
-            let Some(d) = find(engine, cluster, destination) else {
+            let Some(d) = engine.find_destination(cluster, destination) else {
                 return fail("inflight", missing(engine, cluster, destination));
             };
             let now = d.in_flight() as i64;
@@ -260,14 +252,6 @@ fn apply(
         }
     }
     Ok(())
-}
-
-fn find(
-    engine: &Engine,
-    cluster: &str,
-    destination: &str,
-) -> Option<Arc<crate::destination::Destination>> {
-    engine.find_destination(cluster, destination)
 }
 
 fn unknown_cluster(engine: &Engine, cluster: &str) -> String {
