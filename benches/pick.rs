@@ -35,13 +35,15 @@
 //!   costs at minimum: clone the chosen element's `Arc`, increment and decrement its in-flight
 //!   counter, drop the clone. The floor for a pick that counts requests in flight; on two threads
 //!   it shows the cost of cache lines moving between cores.
+//! - `baseline/arcswap_p2c_inflight{,_2threads}/{n}`: the floor of a PowerOfTwoChoices pick: two
+//!   random elements, both in-flight counts read, the one with fewer counted as above.
 //!
 //! Run `cargo bench --bench pick` (a few minutes) or `cargo bench --bench pick -- --test` to run
 //! each benchmark once, as CI does.
 
 use std::cell::RefCell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -224,9 +226,14 @@ fn bench_report(c: &mut Criterion) {
     assert!(all_healthy(&engine), "no destination was ejected");
 }
 
+/// Seeds for the baseline's generators: every thread gets its own.
+static BASELINE_SEEDS: AtomicU64 = AtomicU64::new(0x5eed_1e55);
+
 thread_local! {
-    /// The baseline's fast generator: one per thread, seeded once.
-    static BASELINE_RNG: RefCell<SmallRng> = RefCell::new(SmallRng::seed_from_u64(0x5eed_1e55));
+    /// The baseline's fast generator: one per thread, each seeded differently (with one seed for
+    /// all, two threads would draw the same indices in step and fight over the same element).
+    static BASELINE_RNG: RefCell<SmallRng> =
+        RefCell::new(SmallRng::seed_from_u64(BASELINE_SEEDS.fetch_add(0x9e37_79b9, Ordering::Relaxed)));
 }
 
 /// The baseline operation: an `ArcSwap` load, a thread-local random index, one element read.
@@ -270,10 +277,11 @@ fn bench_baseline(c: &mut Criterion) {
     group.finish();
 }
 
-/// A stand-in for one destination: an in-flight counter in its own ~200-byte allocation.
+/// A stand-in for a destination's hot block: an in-flight counter and one pointer-sized field
+/// in a 32-byte `Arc` allocation, as small as the engine's.
 struct Slot {
     in_flight: AtomicUsize,
-    _payload: [u64; 24],
+    _payload: u64,
 }
 
 /// The in-flight baseline operation: as [`baseline_read`], then what a pick handle does to the
@@ -283,6 +291,30 @@ fn baseline_inflight(slots: &ArcSwap<Vec<Arc<Slot>>>) {
     let guard = black_box(slots).load();
     let i = BASELINE_RNG.with(|r| r.borrow_mut().random_range(0..guard.len()));
     let slot = Arc::clone(&guard[i]);
+    drop(guard);
+    slot.in_flight.fetch_add(1, Ordering::Relaxed);
+    black_box(&slot);
+    slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The floor of a PowerOfTwoChoices pick: as [`baseline_inflight`], but two random elements are
+/// drawn, their in-flight counts read, and the one with fewer in flight is counted.
+#[inline(always)]
+fn baseline_p2c_inflight(slots: &ArcSwap<Vec<Arc<Slot>>>) {
+    let guard = black_box(slots).load();
+    let n = guard.len();
+    let (i, j) = BASELINE_RNG.with(|r| {
+        let mut r = r.borrow_mut();
+        (r.random_range(0..n), r.random_range(0..n))
+    });
+    let chosen = if guard[j].in_flight.load(Ordering::Relaxed)
+        < guard[i].in_flight.load(Ordering::Relaxed)
+    {
+        j
+    } else {
+        i
+    };
+    let slot = Arc::clone(&guard[chosen]);
     drop(guard);
     slot.in_flight.fetch_add(1, Ordering::Relaxed);
     black_box(&slot);
@@ -301,7 +333,7 @@ fn bench_baseline_inflight(c: &mut Criterion) {
                 .map(|_| {
                     Arc::new(Slot {
                         in_flight: AtomicUsize::new(0),
-                        _payload: [0; 24],
+                        _payload: 0,
                     })
                 })
                 .collect();
@@ -309,20 +341,37 @@ fn bench_baseline_inflight(c: &mut Criterion) {
         })
         .collect();
 
-    let mut group = c.benchmark_group("baseline/arcswap_random_inflight");
+    one_and_two_threads(
+        c,
+        "baseline/arcswap_random_inflight",
+        &tables,
+        baseline_inflight,
+    );
+    one_and_two_threads(
+        c,
+        "baseline/arcswap_p2c_inflight",
+        &tables,
+        baseline_p2c_inflight,
+    );
+}
+
+/// Registers `{name}/{n}` (one thread) and `{name}_2threads/{n}` (read like `pick/2threads`)
+/// running `op` on each table.
+fn one_and_two_threads<T: Sync>(c: &mut Criterion, name: &str, tables: &[(usize, T)], op: fn(&T)) {
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
-    for (n, slots) in &tables {
-        group.bench_with_input(BenchmarkId::from_parameter(n), slots, |b, slots| {
-            b.iter(|| baseline_inflight(slots));
+    for (n, table) in tables {
+        group.bench_with_input(BenchmarkId::from_parameter(n), table, |b, table| {
+            b.iter(|| op(table));
         });
     }
     group.finish();
 
-    let mut group = c.benchmark_group("baseline/arcswap_random_inflight_2threads");
+    let mut group = c.benchmark_group(format!("{name}_2threads"));
     group.throughput(Throughput::Elements(2));
-    for (n, slots) in &tables {
-        group.bench_with_input(BenchmarkId::from_parameter(n), slots, |b, slots| {
-            b.iter_custom(|iters| two_threads(iters, || baseline_inflight(slots)));
+    for (n, table) in tables {
+        group.bench_with_input(BenchmarkId::from_parameter(n), table, |b, table| {
+            b.iter_custom(|iters| two_threads(iters, || op(table)));
         });
     }
     group.finish();

@@ -241,9 +241,10 @@ impl EngineBuilder {
 /// with a single atomic load. Health changes replace the one entry they touch.
 #[derive(Default, Clone)]
 pub(crate) struct ClusterTable {
-    by_id: HashMap<Arc<str>, ClusterEntry, foldhash::fast::RandomState>,
-    /// Folded ids in config order.
-    order: Vec<Arc<str>>,
+    /// Entries in config order, each with its folded id.
+    entries: Vec<(Arc<str>, ClusterEntry)>,
+    /// Folded id -> position in `entries`, for tables too large to scan.
+    index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
 }
 
 /// One cluster in the table.
@@ -253,28 +254,64 @@ pub(crate) struct ClusterEntry {
     pub snapshot: Arc<ClusterSnapshot>,
 }
 
+/// Up to this many clusters, a lookup compares ids one by one instead of hashing: a service
+/// usually calls a handful of clusters, and comparing a few short ids (mostly just their lengths)
+/// costs less than hashing one.
+const SCAN_LIMIT: usize = 8;
+
 impl ClusterTable {
-    /// Looks up a cluster without allocating for ASCII ids of up to 64 bytes.
+    /// Adds a cluster under its folded id (ids are unique: validation rejects duplicates).
+    fn push(&mut self, key: Arc<str>, entry: ClusterEntry) {
+        self.index.insert(key.clone(), self.entries.len());
+        self.entries.push((key, entry));
+    }
+
+    /// Looks up a cluster by id, case-insensitively, without allocating for ASCII ids of up to
+    /// 64 bytes.
     #[inline]
     fn get(&self, id: &str) -> Option<&ClusterEntry> {
-        if !id.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
-            return self.by_id.get(id);
+        if id.is_ascii() {
+            if self.entries.len() <= SCAN_LIMIT {
+                // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
+                // ASCII-case-insensitive byte comparison is the fold comparison here.
+                return self
+                    .entries
+                    .iter()
+                    .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()))
+                    .map(|(_, entry)| entry);
+            }
+            if !id.bytes().any(|b| b.is_ascii_uppercase()) {
+                return self.lookup(id);
+            }
+            if id.len() <= 64 {
+                let mut buf = [0u8; 64];
+                let folded = &mut buf[..id.len()];
+                folded.copy_from_slice(id.as_bytes());
+                folded.make_ascii_lowercase();
+                return std::str::from_utf8(folded)
+                    .ok()
+                    .and_then(|k| self.lookup(k));
+            }
         }
-        if id.is_ascii() && id.len() <= 64 {
-            let mut buf = [0u8; 64];
-            let folded = &mut buf[..id.len()];
-            folded.copy_from_slice(id.as_bytes());
-            folded.make_ascii_lowercase();
-            return std::str::from_utf8(folded)
-                .ok()
-                .and_then(|k| self.by_id.get(k));
-        }
-        self.by_id.get(fold_case(id).as_str())
+        self.lookup(&fold_case(id))
+    }
+
+    /// Looks up an already folded id.
+    fn lookup(&self, folded: &str) -> Option<&ClusterEntry> {
+        self.index
+            .get(folded)
+            .map(|&position| &self.entries[position].1)
+    }
+
+    /// The entry of an already folded id, to replace its snapshot.
+    fn lookup_mut(&mut self, folded: &str) -> Option<&mut ClusterEntry> {
+        let position = *self.index.get(folded)?;
+        Some(&mut self.entries[position].1)
     }
 
     /// Entries in config order.
     fn entries(&self) -> impl Iterator<Item = &ClusterEntry> {
-        self.order.iter().filter_map(|k| self.by_id.get(k))
+        self.entries.iter().map(|(_, entry)| entry)
     }
 }
 
@@ -319,7 +356,7 @@ impl EngineCore {
         }
         self.clusters.rcu(|table| {
             let mut table = ClusterTable::clone(table);
-            if let Some(entry) = table.by_id.get_mut(key.as_str()) {
+            if let Some(entry) = table.lookup_mut(&key) {
                 entry.snapshot = snapshot.clone();
             }
             table
@@ -532,14 +569,13 @@ impl Engine {
         let mut table = ClusterTable::default();
         for (key, runtime) in &runtimes {
             let snapshot = runtime.snapshot.load_full();
-            table.by_id.insert(
+            table.push(
                 key.clone(),
                 ClusterEntry {
                     runtime: runtime.clone(),
                     snapshot,
                 },
             );
-            table.order.push(key.clone());
         }
         core.clusters.store(Arc::new(table));
         drop(books);

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 
 thread_local! {
     static THREAD_RNG: RefCell<SmallRng> = RefCell::new(SmallRng::seed_from_u64(rand::random()));
@@ -39,16 +39,33 @@ impl RandomSource {
         self.with(|r| r.random_range(0..n))
     }
 
-    /// Two distinct uniform indices in `0..n` from one draw; `(0, 0)` when `n` < 2.
+    /// Two distinct uniform indices in `0..n` from one 64-bit draw; `(0, 0)` when `n` < 2.
+    ///
+    /// Each 32-bit half of the draw is scaled to its range by a multiply and a shift (Lemire's
+    /// method without the rejection step): `i` from the high half over `0..n`, `j` from the low
+    /// half over `0..n-1`, skipping `i`. No division on the pick path; the bias this leaves is
+    /// below `n / 2^32` per index (under 3 parts per million at 10,000 destinations).
     pub fn two_distinct(&self, n: usize) -> (usize, usize) {
         if n < 2 {
             return (0, 0);
         }
-        // One draw over all ordered pairs (i, j), i != j: i = r / (n-1), j = r % (n-1) skipping i.
-        let pairs = (n as u64) * (n as u64 - 1);
-        let r = self.with(|rng| rng.random_range(0..pairs));
-        let i = (r / (n as u64 - 1)) as usize;
-        let mut j = (r % (n as u64 - 1)) as usize;
+        let Ok(n32) = u32::try_from(n) else {
+            return self.two_distinct_wide(n);
+        };
+        let draw = self.with(|rng| rng.next_u64());
+        let i = ((draw >> 32) * u64::from(n32)) >> 32;
+        let mut j = ((draw & 0xffff_ffff) * u64::from(n32 - 1)) >> 32;
+        if j >= i {
+            j += 1;
+        }
+        (i as usize, j as usize)
+    }
+
+    /// [`two_distinct`](Self::two_distinct) for groups of 2^32 destinations or more.
+    #[cold]
+    fn two_distinct_wide(&self, n: usize) -> (usize, usize) {
+        let i = self.index(n);
+        let mut j = self.index(n - 1);
         if j >= i {
             j += 1;
         }

@@ -104,6 +104,74 @@ fn in_flight_counts_survive_a_reload() {
     assert_eq!(status.clusters[0].destination(&id).unwrap().in_flight, 0);
 }
 
+/// Cluster ids are found case-insensitively (.NET `OrdinalIgnoreCase`) whether the engine scans
+/// a few clusters or hashes many, and a reload between the two sizes keeps finding them.
+#[test]
+fn cluster_ids_are_found_case_insensitively_in_small_and_large_tables() {
+    fn config(n: usize) -> Config {
+        let ids = ["Payments", "ÜberCluster", "Ωmega", "orders-v2"];
+        let mut config = Config::new();
+        for (k, id) in ids
+            .iter()
+            .map(|id| id.to_string())
+            .chain((0..n.saturating_sub(ids.len())).map(|i| format!("Extra{i}")))
+            .enumerate()
+        {
+            config = config.cluster(ClusterConfig::new(id).destination(DestinationConfig::new(
+                "d",
+                format!("http://127.0.0.1:{}/", 1000 + k),
+            )));
+        }
+        config
+    }
+    fn check(engine: &Engine, n: usize) {
+        let port = |cluster: &str| engine.pick_endpoint(cluster).unwrap().address().port();
+        for (spelling, port_expected) in [
+            ("Payments", 1000),
+            ("payments", 1000),
+            ("PAYMENTS", 1000),
+            ("ÜberCluster", 1001),
+            ("überCLUSTER", 1001),
+            ("ωMEGA", 1002),
+            ("ORDERS-V2", 1003),
+        ] {
+            assert_eq!(
+                port(spelling),
+                Some(port_expected),
+                "{spelling} with {n} clusters"
+            );
+        }
+        if n > 4 {
+            assert_eq!(port("extra0"), Some(1004));
+            assert_eq!(port(&format!("EXTRA{}", n - 5)), Some(1000 + n as u16 - 1));
+        }
+        for unknown in [
+            "Payment",
+            "paymentsx",
+            "",
+            "Uber",
+            "ÜberClusterX",
+            "orders_v2",
+        ] {
+            assert!(
+                matches!(
+                    engine.pick_endpoint(unknown),
+                    Err(healthpick::PickError::UnknownCluster { .. })
+                ),
+                "{unknown:?} with {n} clusters"
+            );
+        }
+    }
+    let engine = Engine::new(config(4)).unwrap();
+    check(&engine, 4);
+    engine.apply_config(config(40)).unwrap();
+    check(&engine, 40);
+    engine.apply_config(config(8)).unwrap();
+    check(&engine, 8);
+    engine.apply_config(config(9)).unwrap();
+    check(&engine, 9);
+}
+
 #[test]
 fn a_bad_reload_changes_nothing() {
     let engine = Engine::new(Config::new().cluster(two_destinations("c"))).unwrap();
