@@ -22,7 +22,7 @@
 //!
 //! - after the criterion groups, a **paired** run prints the same comparison with the arms
 //!   interleaved: latency request by request (median of 20,000 requests per arm), throughput in
-//!   101 short rounds of 2,000 requests per arm with 32 in flight, reported as the median of the
+//!   401 short rounds of 2,000 requests per arm with 32 in flight, reported as the median of the
 //!   per-round ratios to plain reqwest:
 //!
 //!   ```text
@@ -37,6 +37,17 @@
 //!   background load between two arms shows up as a difference between them; the paired figures
 //!   cancel that out. Issue #4's targets: under 3% added median latency, under 3% throughput
 //!   loss.
+//!
+//! - `HEALTHPICK_BENCH_ONE_ARM=<arm>:<n>` in the environment: after warming up, only `n`
+//!   requests of that arm with 32 in flight, then exit. Instruction counts do not depend on what
+//!   else the machine does, so this is how to see what the wrapper costs the caller's thread:
+//!
+//!   ```text
+//!   valgrind --tool=callgrind --separate-threads=yes target/release/deps/client-<hash> --bench
+//!   ```
+//!
+//!   once with `n` = 1000 and once with 3000, per arm; the difference of the caller thread's
+//!   totals (the `-01` file) over 2000 is the arm's instructions per request.
 //!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
@@ -165,6 +176,10 @@ fn bench_client(c: &mut Criterion) {
             run_concurrently(arm, 4 * IN_FLIGHT).await;
         }
     });
+    if let Ok(only) = std::env::var("HEALTHPICK_BENCH_ONE_ARM") {
+        one_arm(&rt, &arms, &only);
+        return;
+    }
 
     let mut latency = c.benchmark_group("client/latency");
     latency.throughput(Throughput::Elements(1));
@@ -206,6 +221,21 @@ fn bench_client(c: &mut Criterion) {
     }
 }
 
+/// `HEALTHPICK_BENCH_ONE_ARM=<arm>:<requests>`: makes only that many requests of one arm, with
+/// `IN_FLIGHT` in flight, and exits, for counting instructions under callgrind (see the file
+/// comment).
+fn one_arm(rt: &tokio::runtime::Runtime, arms: &[(&str, Arm)], spec: &str) {
+    let (name, requests) = spec.split_once(':').unwrap_or((spec, "1000"));
+    let requests: u64 = requests
+        .parse()
+        .expect("HEALTHPICK_BENCH_ONE_ARM=<arm>:<requests>");
+    let (_, arm) = arms.iter().find(|(n, _)| *n == name).expect(
+        "HEALTHPICK_BENCH_ONE_ARM names an arm: reqwest, healthpick_1dest, healthpick_3dest",
+    );
+    let took = rt.block_on(run_concurrently(arm, requests));
+    eprintln!("{name}: {requests} requests in {took:.2?}");
+}
+
 /// How much the paired comparison measures.
 #[derive(Clone, Copy)]
 struct Paired {
@@ -220,7 +250,7 @@ struct Paired {
 impl Paired {
     const FULL: Paired = Paired {
         requests: 20_000,
-        rounds: 101,
+        rounds: 401,
         round_requests: 2_000,
     };
     /// With `--quick`: enough to see that it works, not a measurement.
@@ -252,11 +282,16 @@ async fn paired(arms: &[(&str, Arm)], size: Paired) {
     }
     let mut rates: Vec<Vec<f64>> = vec![Vec::with_capacity(size.rounds); arms.len()];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(size.rounds); arms.len()];
+    let mut cpu: Vec<Duration> = vec![Duration::ZERO; arms.len()];
     for round in 0..size.rounds {
         let mut rate = vec![0.0; arms.len()];
         for k in 0..arms.len() {
             let k = (round + k) % arms.len();
+            let cpu_before = thread_cpu_time();
             let took = run_concurrently(&arms[k].1, size.round_requests).await;
+            if let (Some(before), Some(after)) = (cpu_before, thread_cpu_time()) {
+                cpu[k] += after.saturating_sub(before);
+            }
             rate[k] = size.round_requests as f64 / took.as_secs_f64();
         }
         for k in 0..arms.len() {
@@ -287,6 +322,13 @@ async fn paired(arms: &[(&str, Arm)], size: Paired) {
         let name = arms[k].0;
         let own = median_f64(&mut rates[k]);
         let ratio = median_f64(&mut ratios[k]);
+        // Sorted by median_f64: the middle half of the rounds lost between these.
+        let quartile = |q: usize| (1.0 - ratios[k][ratios[k].len() * q / 4]) * 100.0;
+        eprintln!(
+            "  {name}: per-round loss quartiles {:.2}% .. {:.2}%",
+            quartile(3),
+            quartile(1)
+        );
         println!(
             "  throughput {IN_FLIGHT} in flight: {base_name} {base_rate:.0} req/s, {name} {:.0} \
              req/s, loss {:.2}% (median of per-round ratios; {name}'s own median {own:.0} req/s)",
@@ -294,6 +336,28 @@ async fn paired(arms: &[(&str, Arm)], size: Paired) {
             (1.0 - ratio) * 100.0
         );
     }
+    // Where the time goes: CPU of the callers' thread (user and kernel) per request.
+    if cpu[0] > Duration::ZERO {
+        let requests = (size.rounds as u64 * size.round_requests) as u32;
+        let base_cpu = cpu[0] / requests;
+        for k in 1..arms.len() {
+            let own = cpu[k] / requests;
+            println!(
+                "  caller thread CPU per request, {IN_FLIGHT} in flight: {base_name} {base_cpu:.2?}, \
+                 {} {own:.2?} ({:+.2}%)",
+                arms[k].0,
+                (own.as_secs_f64() / base_cpu.as_secs_f64() - 1.0) * 100.0
+            );
+        }
+    }
+}
+
+/// CPU time of the calling thread so far (user and kernel), from Linux's
+/// `/proc/thread-self/schedstat`; `None` elsewhere.
+fn thread_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
 }
 
 fn median(values: &mut [Duration]) -> Duration {

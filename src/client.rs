@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use arc_swap::ArcSwap;
+use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use reqwest::{Method, StatusCode};
 use tower::retry::budget::{Budget, TpsBudget};
@@ -117,50 +118,65 @@ impl AttemptCount {
 #[derive(Debug)]
 pub(crate) struct Retries {
     pub policy: RetryPolicy,
-    budgets: Mutex<HashMap<String, Arc<TpsBudget>, foldhash::fast::RandomState>>,
+    /// Folded cluster id -> budget. Read on every call without a lock; a cluster's first call
+    /// adds its entry (copy-on-write, once per cluster).
+    budgets: ArcSwap<HashMap<String, Arc<TpsBudget>, foldhash::fast::RandomState>>,
 }
 
 impl Retries {
     pub fn new(policy: RetryPolicy) -> Self {
         Retries {
             policy,
-            budgets: Mutex::new(HashMap::default()),
+            budgets: ArcSwap::from_pointee(HashMap::default()),
         }
     }
 
     /// The budget of `cluster`, on which one request has just been deposited.
     pub fn request(&self, cluster: &str) -> Arc<TpsBudget> {
-        // Usual case: a lower-case id already seen, found without allocating.
-        if !cluster
+        // Usual case: a lower-case id already seen, found without a lock or an allocation.
+        let budget = if cluster
             .bytes()
             .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
         {
-            if let Some(budget) = self.budgets.lock().get(cluster) {
-                budget.deposit();
-                return budget.clone();
-            }
-        }
-        let budget = self
-            .budgets
-            .lock()
-            .entry(fold_case(cluster))
-            .or_insert_with(|| {
-                // tower's budget asserts these ranges (from Finagle); clamp instead of panicking.
-                Arc::new(TpsBudget::new(
-                    self.policy
-                        .budget_window
-                        .clamp(Duration::from_secs(1), Duration::from_secs(60)),
-                    self.policy.min_retries_per_second.min(i32::MAX as u32 - 1),
-                    if self.policy.retry_ratio.is_finite() {
-                        self.policy.retry_ratio.clamp(0.0, 1000.0)
-                    } else {
-                        0.0
-                    },
-                ))
-            })
-            .clone();
+            None
+        } else {
+            self.budgets.load().get(cluster).cloned()
+        };
+        let budget = budget.unwrap_or_else(|| self.budget_slow(fold_case(cluster)));
         budget.deposit();
         budget
+    }
+
+    /// Finds or adds the budget of a folded cluster id.
+    #[cold]
+    fn budget_slow(&self, folded: String) -> Arc<TpsBudget> {
+        if let Some(budget) = self.budgets.load().get(&folded) {
+            return budget.clone();
+        }
+        let fresh = Arc::new(self.new_budget());
+        // Two first calls racing: the first insert wins and both use its budget.
+        let table = self.budgets.rcu(|table| {
+            let mut table = HashMap::clone(table);
+            table.entry(folded.clone()).or_insert_with(|| fresh.clone());
+            table
+        });
+        drop(table);
+        self.budgets.load().get(&folded).cloned().unwrap_or(fresh)
+    }
+
+    fn new_budget(&self) -> TpsBudget {
+        // tower's budget asserts these ranges (from Finagle); clamp instead of panicking.
+        TpsBudget::new(
+            self.policy
+                .budget_window
+                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+            self.policy.min_retries_per_second.min(i32::MAX as u32 - 1),
+            if self.policy.retry_ratio.is_finite() {
+                self.policy.retry_ratio.clamp(0.0, 1000.0)
+            } else {
+                0.0
+            },
+        )
     }
 }
 
@@ -714,17 +730,17 @@ impl Response {
         }
     }
 
-    /// The whole body.
+    /// The whole body, as `reqwest::Response::bytes` gives it (no copy).
     ///
     /// # Errors
     /// As `reqwest::Response::bytes`; the attempt then counts as a transport failure.
-    pub async fn bytes(mut self) -> Result<Vec<u8>, reqwest::Error> {
+    pub async fn bytes(mut self) -> Result<Bytes, reqwest::Error> {
         let Some(inner) = self.inner.take() else {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         };
         let result = inner.bytes().await;
         self.finish(result.is_ok());
-        result.map(Vec::from)
+        result
     }
 
     /// The whole body as text (UTF-8, lossy).

@@ -35,23 +35,13 @@ pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<
 
 /// The rules of [`probe_uri`] on an already parsed base URL.
 fn join(mut url: Url, path: Option<&str>, query: Option<&str>) -> Result<Url, String> {
-    url.set_fragment(None);
-    url.set_query(None);
+    clear_query_and_fragment(&mut url);
     let path = path.unwrap_or("");
     if !path.is_empty() {
         if !path.starts_with('/') {
             return Err(format!("Path `{path}` must start with `/`"));
         }
-        let base_path = url.path();
-        let trimmed = base_path.strip_suffix('/').unwrap_or(base_path);
-        // `set_path` would treat `?` and `#` as data anyway, but encode them explicitly so the
-        // rule does not depend on the url crate's choice.
-        let joined = if path.contains(['?', '#']) {
-            format!("{trimmed}{}", path.replace('?', "%3F").replace('#', "%23"))
-        } else {
-            format!("{trimmed}{path}")
-        };
-        url.set_path(&joined);
+        set_joined_path(&mut url, path);
     }
     match query {
         Some(q) if !q.is_empty() => {
@@ -65,22 +55,60 @@ fn join(mut url: Url, path: Option<&str>, query: Option<&str>) -> Result<Url, St
     Ok(url)
 }
 
+/// Drops the base's query and fragment (untouched when it has none: the setters re-serialize).
+fn clear_query_and_fragment(url: &mut Url) {
+    if url.fragment().is_some() {
+        url.set_fragment(None);
+    }
+    if url.query().is_some() {
+        url.set_query(None);
+    }
+}
+
+/// Sets the path to the base path with one trailing `/` removed followed by `path` (which
+/// starts with `/`). `set_path` would treat `?` and `#` as data anyway, but they are encoded
+/// here so the rule does not depend on the url crate's choice.
+fn set_joined_path(url: &mut Url, path: &str) {
+    let base_path = url.path();
+    let trimmed = base_path.strip_suffix('/').unwrap_or(base_path);
+    let mut joined = String::with_capacity(trimmed.len() + path.len() + 4);
+    joined.push_str(trimmed);
+    if path.contains(['?', '#']) {
+        for c in path.chars() {
+            match c {
+                '?' => joined.push_str("%3F"),
+                '#' => joined.push_str("%23"),
+                c => joined.push(c),
+            }
+        }
+    } else {
+        joined.push_str(path);
+    }
+    url.set_path(&joined);
+}
+
 /// The URL of a request to `path_and_query` (`/api/orders?id=7`) on a destination whose base
 /// URL is `base`, by the same rules as probe URIs (SPEC §8): the base path with one trailing `/`
 /// removed, then the path, then the query verbatim. A path without a leading `/` gets one.
 pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Result<Url, String> {
     let (path, query) = match path_and_query.split_once('?') {
-        Some((p, q)) => (p, Some(format!("?{q}"))),
+        Some((p, q)) => (p, Some(q)),
         None => (path_and_query, None),
     };
-    let path = if path.is_empty() || path.starts_with('/') {
-        std::borrow::Cow::Borrowed(path)
-    } else {
-        std::borrow::Cow::Owned(format!("/{path}"))
-    };
-    let path = if path.is_empty() { None } else { Some(&*path) };
     // The base was parsed when the config was applied: start from a copy, not a re-parse.
-    join(base.clone(), path, query.as_deref())
+    let mut url = base.clone();
+    clear_query_and_fragment(&mut url);
+    if !path.is_empty() {
+        if path.starts_with('/') {
+            set_joined_path(&mut url, path);
+        } else {
+            set_joined_path(&mut url, &format!("/{path}"));
+        }
+    }
+    if let Some(query) = query {
+        url.set_query(Some(query));
+    }
+    Ok(url)
 }
 
 #[cfg(test)]
@@ -150,6 +178,14 @@ mod tests {
         assert_eq!(u("api/orders"), "http://h:81/svc/api/orders");
         assert_eq!(u(""), "http://h:81/svc/");
         assert_eq!(u("?x=1"), "http://h:81/svc/?x=1");
+        assert_eq!(u("/a?"), "http://h:81/svc/a?");
+        assert_eq!(u("/a#b?c#d"), "http://h:81/svc/a%23b?c%23d");
+        // The base's own query and fragment never reach a request.
+        let base = url::Url::parse("http://h:81/svc?k=v#top").unwrap();
+        let u = |p: &str| super::request_url(&base, p).unwrap().to_string();
+        assert_eq!(u("/api"), "http://h:81/svc/api");
+        assert_eq!(u(""), "http://h:81/svc");
+        assert_eq!(u("/api?id=7"), "http://h:81/svc/api?id=7");
     }
 
     #[test]
