@@ -63,16 +63,19 @@ impl std::fmt::Debug for PickContext<'_> {
 
 impl PickContext<'_> {
     /// A uniform random index in `0..n` (`n` > 0), from the engine's (possibly seeded) source.
+    #[inline]
     pub fn random_index(&self, n: usize) -> usize {
         self.rng.index(n)
     }
 
     /// Two distinct uniform random indices in `0..n` (`n` >= 2).
+    #[inline]
     pub fn two_random_indices(&self, n: usize) -> (usize, usize) {
         self.rng.two_distinct(n)
     }
 
     /// The cluster's counter (starts at 0), advanced by one: for round-robin style policies.
+    #[inline]
     pub fn next_counter(&self) -> usize {
         self.counter.fetch_add(1, Ordering::Relaxed)
     }

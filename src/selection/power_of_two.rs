@@ -14,10 +14,8 @@ pub struct PowerOfTwoChoices;
 impl LoadBalancingPolicy for PowerOfTwoChoices {
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         let (i, j) = ctx.two_random_indices(group.len());
-        if group[j].in_flight() < group[i].in_flight() {
-            j
-        } else {
-            i
-        }
+        // A select rather than a branch: under real load the comparison goes either way.
+        let j_wins = group[j].in_flight() < group[i].in_flight();
+        [i, j][usize::from(j_wins)]
     }
 }
