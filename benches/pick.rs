@@ -38,8 +38,31 @@
 //! - `baseline/arcswap_p2c_inflight{,_2threads}/{n}`: the floor of a PowerOfTwoChoices pick: two
 //!   random elements, both in-flight counts read, the one with fewer counted as above.
 //!
-//! Run `cargo bench --bench pick` (a few minutes) or `cargo bench --bench pick -- --test` to run
-//! each benchmark once, as CI does.
+//! - after the criterion groups, a **paired** run prints the ratios of issue #2 with the arms
+//!   interleaved: in each of 301 rounds, every arm (the baseline, the two counted-pick floors,
+//!   `Random`, `PowerOfTwoChoices` and `RoundRobin`) makes a batch of picks (20,000, or 20 per
+//!   destination if that is more) on one thread and then on two threads, in an order that
+//!   rotates from round to round; each round gives every arm its ratio to the baseline of that
+//!   round, and two-thread scaling `2 * t1 / t2` from its own one- and two-thread batches. The
+//!   figures are the medians over the rounds:
+//!
+//!   ```text
+//!   <n> destinations (baseline <median> ns):
+//!     <arm>  1 thread <ratio>x the baseline (<median> ns)
+//!     <arm>  2 threads: scaling <s>x
+//!   ```
+//!
+//!   The arms include the two counted-pick floors (`floor_random_inflight`,
+//!   `floor_p2c_inflight`: the `baseline/arcswap_*_inflight` operations), so a policy can be
+//!   compared with the least any pick that counts requests in flight costs, in the same run.
+//!
+//!   Criterion measures one benchmark after another, so a change of background load between two
+//!   of them shows up as a difference between them; on a shared machine that moves single
+//!   figures by 10-50% from run to run. Interleaving cancels that out.
+//!
+//! Run `cargo bench --bench pick` (a few minutes), `cargo bench --bench pick -- paired` for the
+//! paired ratios alone (the filter matches no criterion benchmark), or
+//! `cargo bench --bench pick -- --test` to run each benchmark once, as CI does.
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -284,6 +307,19 @@ struct Slot {
     _payload: u64,
 }
 
+/// `n` slots, allocated one after another like the engine's hot blocks.
+fn slots(n: usize) -> ArcSwap<Vec<Arc<Slot>>> {
+    let slots = (0..n)
+        .map(|_| {
+            Arc::new(Slot {
+                in_flight: AtomicUsize::new(0),
+                _payload: 0,
+            })
+        })
+        .collect();
+    ArcSwap::from_pointee(slots)
+}
+
 /// The in-flight baseline operation: as [`baseline_read`], then what a pick handle does to the
 /// chosen element: clone its `Arc` and count it in flight, then uncount it and drop the clone.
 #[inline(always)]
@@ -326,20 +362,8 @@ fn baseline_p2c_inflight(slots: &ArcSwap<Vec<Arc<Slot>>>) {
 /// threads lines migrate between cores: compare `pick/2threads` with this rather than with the
 /// read-only baseline to see what the engine adds beyond in-flight counting itself.
 fn bench_baseline_inflight(c: &mut Criterion) {
-    let tables: Vec<(usize, ArcSwap<Vec<Arc<Slot>>>)> = SIZES
-        .iter()
-        .map(|&n| {
-            let slots = (0..n)
-                .map(|_| {
-                    Arc::new(Slot {
-                        in_flight: AtomicUsize::new(0),
-                        _payload: 0,
-                    })
-                })
-                .collect();
-            (n, ArcSwap::from_pointee(slots))
-        })
-        .collect();
+    let tables: Vec<(usize, ArcSwap<Vec<Arc<Slot>>>)> =
+        SIZES.iter().map(|&n| (n, slots(n))).collect();
 
     one_and_two_threads(
         c,
@@ -355,9 +379,106 @@ fn bench_baseline_inflight(c: &mut Criterion) {
     );
 }
 
+/// The policies whose ratios issue #2 sets targets for.
+const PAIRED_POLICIES: [&str; 3] = ["Random", "PowerOfTwoChoices", "RoundRobin"];
+
+/// Rounds of the paired comparison.
+const PAIRED_ROUNDS: usize = 301;
+
+/// Picks per arm and batch (on one thread; on each of two threads) with `n` destinations: at
+/// least 20 per destination, so that refilling the caches after another arm's batch (up to
+/// 400 KB at 10,000 destinations) stays a small part of the batch.
+fn paired_batch(n: usize) -> u64 {
+    (20 * n as u64).max(20_000)
+}
+
+/// The paired comparison (see the file comment). Runs only under `cargo bench`, not when CI runs
+/// each benchmark once as a test.
+fn bench_paired(_: &mut Criterion) {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    if !has("--bench") || has("--test") || has("--list") || has("--profile-time") {
+        return;
+    }
+    println!(
+        "\npaired comparison ({PAIRED_ROUNDS} rounds; per arm and batch 20,000 picks or 20 per \
+         destination, whichever is more; order rotating):"
+    );
+    for n in SIZES {
+        let batch = paired_batch(n);
+        let values: ArcSwap<Vec<u64>> = ArcSwap::from(Arc::new((0..n as u64).collect()));
+        let slots = slots(n);
+        let engines: Vec<Engine> = PAIRED_POLICIES
+            .iter()
+            .map(|&policy| engine(cluster(policy, n)))
+            .collect();
+        // Arm 0 is the baseline, 1 and 2 the counted-pick floors, 3.. the engines.
+        let names: Vec<&str> = ["baseline", "floor_random_inflight", "floor_p2c_inflight"]
+            .into_iter()
+            .chain(PAIRED_POLICIES)
+            .collect();
+        let arms = names.len();
+        let op = |arm: usize| match arm {
+            0 => {
+                black_box(baseline_read(&values));
+            }
+            1 => baseline_inflight(&slots),
+            2 => baseline_p2c_inflight(&slots),
+            k => pick_and_drop(&engines[k - 3]),
+        };
+        let mut one: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
+        let mut ratio: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
+        let mut scaling: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
+        for round in 0..PAIRED_ROUNDS {
+            let mut t1 = vec![0.0; arms];
+            for k in 0..arms {
+                let arm = (round + k) % arms;
+                let start = Instant::now();
+                for _ in 0..batch {
+                    op(arm);
+                }
+                t1[arm] = start.elapsed().as_secs_f64() * 1e9 / batch as f64;
+                let t2 = two_threads(batch, || op(arm)).as_secs_f64() * 1e9 / batch as f64;
+                scaling[arm].push(2.0 * t1[arm] / t2);
+            }
+            for arm in 0..arms {
+                one[arm].push(t1[arm]);
+                ratio[arm].push(t1[arm] / t1[0]);
+            }
+        }
+        let baseline = median(&mut one[0]);
+        println!("  {n} destinations (baseline {baseline:.1} ns):");
+        for arm in 1..arms {
+            println!(
+                "    {:<22} 1 thread {:.2}x the baseline ({:.1} ns)",
+                names[arm],
+                median(&mut ratio[arm]),
+                median(&mut one[arm]),
+            );
+        }
+        for arm in 0..arms {
+            println!(
+                "    {:<22} 2 threads: scaling {:.2}x",
+                names[arm],
+                median(&mut scaling[arm])
+            );
+        }
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// Registers `{name}/{n}` (one thread) and `{name}_2threads/{n}` (read like `pick/2threads`)
 /// running `op` on each table.
-fn one_and_two_threads<T: Sync>(c: &mut Criterion, name: &str, tables: &[(usize, T)], op: fn(&T)) {
+fn one_and_two_threads<T: Sync>(
+    c: &mut Criterion,
+    name: &str,
+    tables: &[(usize, T)],
+    op: impl Fn(&T) + Sync + Copy,
+) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
     for (n, table) in tables {
@@ -383,6 +504,6 @@ criterion_group! {
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report
+    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report, bench_paired
 }
 criterion_main!(benches);

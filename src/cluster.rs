@@ -143,8 +143,8 @@ pub(crate) struct ClusterSnapshot {
     pub all: Vec<Arc<Destination>>,
     /// Available destinations (SPEC §5).
     pub available: Vec<Arc<Destination>>,
-    /// The best group (SPEC §6).
-    pub best: Vec<Arc<Destination>>,
+    /// The best group (SPEC §6); shared with the engine's cluster table.
+    pub best: Arc<[Arc<Destination>]>,
     /// The best group's health class; `None` when nothing is available.
     pub best_class: Option<HealthClass>,
     pub panic: bool,
@@ -187,7 +187,7 @@ impl ClusterRuntime {
                 settings: settings.clone(),
                 all: Vec::new(),
                 available: Vec::new(),
-                best: Vec::new(),
+                best: Arc::from([]),
                 best_class: None,
                 panic: false,
             }),

@@ -24,7 +24,7 @@ use crate::health::{HealthClass, ProbeResult};
 use crate::observer::Observer;
 use crate::registry::PolicyRegistry;
 use crate::rng::RandomSource;
-use crate::selection::PickContext;
+use crate::selection::{LoadBalancingPolicy, PickContext};
 use crate::status::{ClusterStatus, DestinationStatus, EngineStatus};
 use crate::uri;
 
@@ -250,8 +250,22 @@ pub(crate) struct ClusterTable {
 /// One cluster in the table.
 #[derive(Clone)]
 pub(crate) struct ClusterEntry {
+    /// What a pick reads, copied out of the snapshot so that it is one step from the table.
+    pub best: Arc<[Arc<Destination>]>,
+    pub balancer: Arc<dyn LoadBalancingPolicy>,
     pub runtime: Arc<ClusterRuntime>,
     pub snapshot: Arc<ClusterSnapshot>,
+}
+
+impl ClusterEntry {
+    fn new(runtime: Arc<ClusterRuntime>, snapshot: Arc<ClusterSnapshot>) -> Self {
+        ClusterEntry {
+            best: snapshot.best.clone(),
+            balancer: snapshot.settings.load_balancing.clone(),
+            runtime,
+            snapshot,
+        }
+    }
 }
 
 /// Up to this many clusters, a lookup compares ids one by one instead of hashing: a service
@@ -357,7 +371,7 @@ impl EngineCore {
         self.clusters.rcu(|table| {
             let mut table = ClusterTable::clone(table);
             if let Some(entry) = table.lookup_mut(&key) {
-                entry.snapshot = snapshot.clone();
+                *entry = ClusterEntry::new(entry.runtime.clone(), snapshot.clone());
             }
             table
         });
@@ -569,13 +583,7 @@ impl Engine {
         let mut table = ClusterTable::default();
         for (key, runtime) in &runtimes {
             let snapshot = runtime.snapshot.load_full();
-            table.push(
-                key.clone(),
-                ClusterEntry {
-                    runtime: runtime.clone(),
-                    snapshot,
-                },
-            );
+            table.push(key.clone(), ClusterEntry::new(runtime.clone(), snapshot));
         }
         core.clusters.store(Arc::new(table));
         drop(books);
@@ -594,7 +602,7 @@ impl Engine {
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
         let table = self.core.clusters.load();
         let entry = Self::entry(&table, cluster)?;
-        self.choose(entry, &entry.snapshot.best, cluster)
+        self.choose(entry, &entry.best, cluster)
     }
 
     #[inline]
@@ -625,7 +633,7 @@ impl Engine {
                     rng: &self.core.rng,
                     counter: &entry.runtime.counter,
                 };
-                let i = entry.snapshot.settings.load_balancing.pick(&ctx, group);
+                let i = entry.balancer.pick(&ctx, group);
                 // Custom policies may answer out of range; `%` only then (it costs a division).
                 if i < n {
                     i
@@ -717,7 +725,7 @@ impl Engine {
         {
             return None;
         }
-        Some(self.choose(entry, &entry.snapshot.best, cluster))
+        Some(self.choose(entry, &entry.best, cluster))
     }
 
     /// Resolves once every cluster with active checks has finished its first probe round (as
@@ -800,7 +808,7 @@ impl Engine {
         let snapshot = runtime.snapshot.load();
         match snapshot.best_class {
             Some(status) if !snapshot.best.is_empty() => Ok(BestEndpoints {
-                destinations: snapshot.best.clone(),
+                destinations: snapshot.best.to_vec(),
                 status,
                 panic: snapshot.panic,
             }),

@@ -380,7 +380,7 @@ pub(crate) fn publish(
         settings: settings.clone(),
         all,
         available: availability.destinations,
-        best,
+        best: best.into(),
         best_class,
         panic,
     });
