@@ -779,3 +779,54 @@ impl Drop for Response {
         self.finish(true);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Retries, RetryPolicy};
+
+    /// One budget per cluster: ids that differ only in case share it, other clusters do not.
+    #[test]
+    fn one_budget_per_cluster_whatever_the_case() {
+        let retries = Retries::new(RetryPolicy::default());
+        let a = retries.request("payments");
+        let b = retries.request("Payments");
+        let c = retries.request("PAYMENTS");
+        let other = retries.request("orders");
+        assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &c));
+        assert!(!Arc::ptr_eq(&a, &other));
+        // A non-ASCII id folds like config ids do.
+        assert!(Arc::ptr_eq(
+            &retries.request("Übercluster"),
+            &retries.request("übercluster")
+        ));
+    }
+
+    /// Threads making a cluster's first calls at once all end up with the same budget.
+    #[test]
+    fn racing_first_calls_share_one_budget() {
+        for _ in 0..20 {
+            let retries = Retries::new(RetryPolicy::default());
+            let barrier = std::sync::Barrier::new(4);
+            let budgets: Vec<_> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|i| {
+                        let (retries, barrier) = (&retries, &barrier);
+                        s.spawn(move || {
+                            barrier.wait();
+                            let id = if i % 2 == 0 { "c" } else { "C" };
+                            (retries.request(id), retries.request("d"))
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for (c, d) in &budgets {
+                assert!(Arc::ptr_eq(c, &budgets[0].0));
+                assert!(Arc::ptr_eq(d, &budgets[0].1));
+            }
+            assert!(!Arc::ptr_eq(&budgets[0].0, &budgets[0].1));
+        }
+    }
+}
