@@ -551,8 +551,7 @@ impl RequestBuilder {
         };
         // Taken after the first pick succeeded, so unknown cluster names leave no budget behind.
         let budget = inner.retries.request(&cluster);
-        let mut tried: Vec<String> = Vec::new();
-        let mut failures: Vec<AttemptFailure> = Vec::new();
+        let mut failures = Failures::default();
         loop {
             let url =
                 crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
@@ -582,40 +581,87 @@ impl RequestBuilder {
             }
             let attempt = Attempt::new(pick);
             let error = match request.send().await {
-                Ok(response) => return Ok(Response::new(response, attempt, failures)),
+                Ok(response) => return Ok(Response::new(response, attempt, failures.attempts)),
                 Err(error) => error,
             };
-            let failed = attempt.fail();
-            let destination = failed.id().to_string();
-            let connect = error.is_connect();
-            // Built again only on failure, so a successful attempt need not keep a copy.
-            let url =
-                crate::uri::request_url(failed.address(), &path).map_err(ClientError::Builder)?;
-            let go_on = count.failed(connect);
-            tracing::debug!(target: "healthpick", cluster = %cluster, %destination, %url, connect, retry = go_on, error = %chain(&error), "attempt failed before any response");
-            tried.push(destination.clone());
-            failures.push(AttemptFailure {
-                destination,
-                url,
-                error,
-            });
-            if !go_on {
-                break;
-            }
-            // Pick before withdrawing, so that a call with no destination left spends no token.
-            let Ok(next) = inner.engine.pick_endpoint_excluding(&cluster, &tried) else {
-                break;
+            let call = Call {
+                inner,
+                cluster: &cluster,
+                path: &path,
+                budget: &budget,
             };
-            if !budget.withdraw() {
-                tracing::debug!(target: "healthpick", cluster = %cluster, "retry budget exhausted");
-                break;
+            match call.after_failure(attempt, error, &mut count, &mut failures)? {
+                Some(next) => pick = next,
+                None => break,
             }
-            pick = next;
         }
         Err(ClientError::Request {
             cluster,
-            attempts: failures,
+            attempts: failures.attempts,
         })
+    }
+}
+
+/// The attempts of one call that failed before any response.
+#[derive(Default)]
+struct Failures {
+    /// Destination ids, in order.
+    tried: Vec<String>,
+    attempts: Vec<AttemptFailure>,
+}
+
+/// What a call's failure handling needs to know.
+struct Call<'a> {
+    inner: &'a ClientInner,
+    cluster: &'a str,
+    path: &'a str,
+    budget: &'a TpsBudget,
+}
+
+impl Call<'_> {
+    /// Records an attempt that failed before any response and returns the destination to try
+    /// next, if the retry policy, the untried destinations and the budget allow one. Out of line
+    /// and cold: a call that succeeds never runs it, so the send future's hot path stays small.
+    #[cold]
+    #[inline(never)]
+    fn after_failure(
+        &self,
+        attempt: Attempt,
+        error: reqwest::Error,
+        count: &mut AttemptCount,
+        failures: &mut Failures,
+    ) -> Result<Option<PickHandle>, ClientError> {
+        let failed = attempt.fail();
+        let destination = failed.id().to_string();
+        let connect = error.is_connect();
+        // Built again only on failure, so a successful attempt need not keep a copy.
+        let url =
+            crate::uri::request_url(failed.address(), self.path).map_err(ClientError::Builder)?;
+        let go_on = count.failed(connect);
+        let cluster = self.cluster;
+        tracing::debug!(target: "healthpick", %cluster, %destination, %url, connect, retry = go_on, error = %chain(&error), "attempt failed before any response");
+        failures.tried.push(destination.clone());
+        failures.attempts.push(AttemptFailure {
+            destination,
+            url,
+            error,
+        });
+        if !go_on {
+            return Ok(None);
+        }
+        // Pick before withdrawing, so that a call with no destination left spends no token.
+        let Ok(next) = self
+            .inner
+            .engine
+            .pick_endpoint_excluding(cluster, &failures.tried)
+        else {
+            return Ok(None);
+        };
+        if !self.budget.withdraw() {
+            tracing::debug!(target: "healthpick", %cluster, "retry budget exhausted");
+            return Ok(None);
+        }
+        Ok(Some(next))
     }
 }
 
