@@ -568,10 +568,10 @@ impl RequestBuilder {
                 // The destination's Host replaces any the caller set: exactly one is sent.
                 request_headers.insert(HOST, value);
             }
-            let mut request = inner
-                .http
-                .request(method.clone(), url)
-                .headers(request_headers);
+            let mut request = inner.http.request(method.clone(), url);
+            if !request_headers.is_empty() {
+                request = request.headers(request_headers);
+            }
             if let Some(timeout) = timeout {
                 request = request.timeout(timeout);
             }
