@@ -155,12 +155,11 @@ impl Retries {
         }
         let fresh = Arc::new(self.new_budget());
         // Two first calls racing: the first insert wins and both use its budget.
-        let table = self.budgets.rcu(|table| {
+        self.budgets.rcu(|table| {
             let mut table = HashMap::clone(table);
             table.entry(folded.clone()).or_insert_with(|| fresh.clone());
             table
         });
-        drop(table);
         self.budgets.load().get(&folded).cloned().unwrap_or(fresh)
     }
 

@@ -445,16 +445,20 @@ fn ordered_config(list: &[(&str, String, u32)], extra: &str) -> String {
     )
 }
 
+/// A client on an engine running [`ordered_config`].
+fn ordered_client(list: &[(&str, String, u32)], extra: &str) -> HealthAwareClient {
+    let engine = Engine::from_json(&ordered_config(list, extra)).expect("config");
+    HealthAwareClient::new(http_client(), engine)
+}
+
 #[tokio::test]
 async fn post_is_not_retried_unless_marked_retryable() {
     let reset = RawServer::start(Mode::Reset).await;
     let echo = EchoServer::start("b-echo").await;
-    let engine = Engine::from_json(&ordered_config(
+    let client = ordered_client(
         &[("a-reset", reset.url(), 0), ("b-echo", echo.url(), 0)],
         "",
-    ))
-    .expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    );
 
     let err = client
         .post("c", "/api/orders")
@@ -539,8 +543,7 @@ async fn connect_failures_do_not_use_up_attempts() {
     let (_ports, mut list) = closed_ports(4);
     let echo = EchoServer::start("x-echo").await;
     list.push(("x-echo".into(), echo.url()));
-    let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&tier0(&list), "");
     let response = client
         .get("c", "/api/orders")
         .send()
@@ -562,8 +565,7 @@ async fn connect_failures_do_not_use_up_attempts() {
     assert_eq!(echo.served(), 1);
 
     // Every destination dead: each is tried exactly once, then the call ends.
-    let engine = Engine::from_json(&ordered_config(&tier0(&list[..4]), "")).expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&tier0(&list[..4]), "");
     let err = client
         .get("c", "/api/orders")
         .send()
@@ -595,8 +597,7 @@ async fn connect_failures_do_not_use_up_attempts() {
         ("e-reset", resets[2].url(), 0),
         ("x-echo", echo.url(), 0),
     ];
-    let engine = Engine::from_json(&ordered_config(&mixed, "")).expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&mixed, "");
     let err = client
         .get("c", "/api/orders")
         .send()
@@ -697,12 +698,7 @@ async fn retry_budget_stops_requeueing() {
 async fn unmarked_post_to_a_dead_destination_is_one_attempt() {
     let dead = ClosedPort::reserve();
     let echo = EchoServer::start("x-echo").await;
-    let engine = Engine::from_json(&ordered_config(
-        &[("a-dead", dead.url(), 0), ("x-echo", echo.url(), 0)],
-        "",
-    ))
-    .expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&[("a-dead", dead.url(), 0), ("x-echo", echo.url(), 0)], "");
     let err = client
         .post("c", "/api/orders")
         .body("order-1")
@@ -837,8 +833,7 @@ async fn a_body_that_breaks_off_counts_as_a_transport_failure() {
 #[tokio::test]
 async fn unknown_cluster_is_a_typed_error() {
     let backend = Backend::start("a").await.expect("backend");
-    let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&[("a", backend.url(), 0)], "");
     let err = client
         .get("nope", "/x")
         .send()
@@ -859,8 +854,7 @@ async fn unknown_cluster_is_a_typed_error() {
 #[tokio::test]
 async fn a_body_that_is_not_json_is_a_body_error() {
     let backend = Backend::start("a").await.expect("backend");
-    let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&[("a", backend.url(), 0)], "");
     let response = client.get("c", "/x").send().await.expect("a answers");
     assert!(response.failed_attempts().is_empty());
     let err = response
@@ -936,8 +930,7 @@ async fn request_error_names_every_destination_tried() {
         .zip(&servers)
         .map(|(id, s)| (*id, s.url(), 0))
         .collect();
-    let engine = Engine::from_json(&ordered_config(&list, "")).expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&list, "");
     let err = client
         .get("c", "/api/orders")
         .send()
@@ -965,8 +958,7 @@ async fn request_error_names_every_destination_tried() {
     }
 
     // Fewer destinations than attempts: the call stops when none is left, with the real error.
-    let engine = Engine::from_json(&ordered_config(&list[..2], "")).expect("config");
-    let client = HealthAwareClient::new(http_client(), engine);
+    let client = ordered_client(&list[..2], "");
     let err = client
         .get("c", "/api/orders")
         .send()

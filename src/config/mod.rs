@@ -19,7 +19,7 @@ pub use timespan::{parse_timespan, TimeSpan, TimeSpanError};
 pub use validate::{check, CheckReport, ConfigError, Diagnostic, Severity};
 
 pub(crate) use json::parse_options;
-pub(crate) use validate::{parse_metadata_number, validate, Diagnostics};
+pub(crate) use validate::{parse_metadata_number, validate, write_located, Diagnostics};
 
 /// Metadata key of the ConsecutiveFailures threshold (cluster metadata), as in YARP.
 pub const CONSECUTIVE_FAILURES_THRESHOLD_KEY: &str = "ConsecutiveFailuresHealthPolicy.Threshold";

@@ -40,11 +40,17 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
+        write_located(f, &self.path, &self.message)
+    }
+}
+
+/// `path: message`, or the message alone when there is no path (configuration and scenario
+/// problems print alike).
+pub(crate) fn write_located(f: &mut fmt::Formatter<'_>, path: &str, message: &str) -> fmt::Result {
+    if path.is_empty() {
+        f.write_str(message)
+    } else {
+        write!(f, "{path}: {message}")
     }
 }
 

@@ -69,11 +69,7 @@ pub struct ScenarioProblem {
 
 impl fmt::Display for ScenarioProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
+        crate::config::write_located(f, &self.path, &self.message)
     }
 }
 
