@@ -114,6 +114,11 @@ impl AttemptCount {
     }
 }
 
+/// Whether `id` differs from its folded form (or might: any non-ASCII byte).
+fn needs_folding(id: &str) -> bool {
+    id.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+}
+
 /// Per-cluster retry budgets, shared by the client and the middleware.
 #[derive(Debug)]
 pub(crate) struct Retries {
@@ -131,20 +136,27 @@ impl Retries {
         }
     }
 
-    /// The budget of `cluster`, on which one request has just been deposited.
-    pub fn request(&self, cluster: &str) -> Arc<TpsBudget> {
-        // Usual case: a lower-case id already seen, found without a lock or an allocation.
-        let budget = if cluster
-            .bytes()
-            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
-        {
-            None
-        } else {
-            self.budgets.load().get(cluster).cloned()
-        };
-        let budget = budget.unwrap_or_else(|| self.budget_slow(fold_case(cluster)));
-        budget.deposit();
-        budget
+    /// Counts one request of `cluster` in its budget (every call makes one deposit).
+    pub fn deposit(&self, cluster: &str) {
+        // Usual case: a lower-case id already seen, found without a lock, an allocation or a
+        // reference count.
+        if !needs_folding(cluster) {
+            if let Some(budget) = self.budgets.load().get(cluster) {
+                budget.deposit();
+                return;
+            }
+        }
+        self.budget(cluster).deposit();
+    }
+
+    /// Takes one retry of `cluster` from its budget; `false` when the budget refuses.
+    pub fn withdraw(&self, cluster: &str) -> bool {
+        self.budget(cluster).withdraw()
+    }
+
+    /// The budget of `cluster`, added on first use.
+    fn budget(&self, cluster: &str) -> Arc<TpsBudget> {
+        self.budget_slow(fold_case(cluster))
     }
 
     /// Finds or adds the budget of a folded cluster id.
@@ -373,13 +385,16 @@ impl HealthAwareClient {
 
     /// A request with any method to `path` (`/api/orders?id=7`) on `cluster`.
     pub fn request(&self, method: Method, cluster: &str, path: &str) -> RequestBuilder {
+        // One buffer for both: a request builder makes a single allocation of its own.
+        let mut route = String::with_capacity(cluster.len() + path.len());
+        route.push_str(cluster);
+        route.push_str(path);
         RequestBuilder {
             client: self.clone(),
-            cluster: cluster.to_string(),
+            route,
+            cluster_len: cluster.len(),
             method,
-            path: path.to_string(),
-            headers: HeaderMap::new(),
-            query: Vec::new(),
+            headers: None,
             body: None,
             timeout: None,
             retryable: None,
@@ -429,13 +444,15 @@ impl HealthAwareClient {
 #[must_use = "a request does nothing until sent"]
 pub struct RequestBuilder {
     client: HealthAwareClient,
-    cluster: String,
+    /// The cluster id followed by the path and query (`payments/api/orders?id=7`).
+    route: String,
+    /// Where the cluster id ends in `route`.
+    cluster_len: usize,
     method: Method,
-    path: String,
-    headers: HeaderMap,
-    query: Vec<String>,
-    /// Kept as bytes so every attempt can send it again.
-    body: Option<Vec<u8>>,
+    /// `None` until a header is added (most requests have none of their own).
+    headers: Option<HeaderMap>,
+    /// Shared, so every attempt can send it again without a copy.
+    body: Option<Bytes>,
     timeout: Option<Duration>,
     retryable: Option<bool>,
     error: Option<String>,
@@ -452,7 +469,7 @@ impl RequestBuilder {
     {
         match (HeaderName::try_from(key), HeaderValue::try_from(value)) {
             (Ok(k), Ok(v)) => {
-                self.headers.append(k, v);
+                self.headers.get_or_insert_with(HeaderMap::new).append(k, v);
             }
             (Err(e), _) => self.error = Some(format!("bad header name: {e}")),
             (_, Err(e)) => self.error = Some(format!("bad header value: {e}")),
@@ -462,7 +479,10 @@ impl RequestBuilder {
 
     /// Adds headers.
     pub fn headers(mut self, headers: HeaderMap) -> Self {
-        self.headers.extend(headers);
+        match &mut self.headers {
+            Some(own) => own.extend(headers),
+            None => self.headers = Some(headers),
+        }
         self
     }
 
@@ -470,7 +490,12 @@ impl RequestBuilder {
     pub fn query<T: serde::Serialize + ?Sized>(mut self, query: &T) -> Self {
         match serde_urlencoded::to_string(query) {
             Ok(q) if q.is_empty() => {}
-            Ok(q) => self.query.push(q),
+            Ok(q) => {
+                let path = &self.route[self.cluster_len..];
+                let separator = if path.contains('?') { '&' } else { '?' };
+                self.route.push(separator);
+                self.route.push_str(&q);
+            }
             Err(e) => self.error = Some(format!("bad query: {e}")),
         }
         self
@@ -480,19 +505,20 @@ impl RequestBuilder {
     pub fn json<T: serde::Serialize + ?Sized>(mut self, json: &T) -> Self {
         match serde_json::to_vec(json) {
             Ok(body) => {
-                self.headers.insert(
+                self.headers.get_or_insert_with(HeaderMap::new).insert(
                     reqwest::header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
                 );
-                self.body = Some(body);
+                self.body = Some(body.into());
             }
             Err(e) => self.error = Some(format!("bad JSON body: {e}")),
         }
         self
     }
 
-    /// Sets the body. It is kept in memory so that a retry can send it again.
-    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+    /// Sets the body (`&'static str`, `String`, `Vec<u8>`, [`Bytes`]: what reqwest takes in
+    /// memory). It is kept so that a retry can send it again; attempts share it, none copies it.
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = Some(body.into());
         self
     }
@@ -520,11 +546,10 @@ impl RequestBuilder {
     pub async fn send(self) -> Result<Response, ClientError> {
         let RequestBuilder {
             client,
-            cluster,
+            route,
+            cluster_len,
             method,
-            mut path,
             headers,
-            query,
             body,
             timeout,
             retryable,
@@ -533,61 +558,58 @@ impl RequestBuilder {
         if let Some(e) = error {
             return Err(ClientError::Builder(e));
         }
+        let (cluster, path) = route.split_at(cluster_len);
         let inner = &client.inner;
         let retryable = retryable.unwrap_or_else(|| is_idempotent(&method));
         let mut count = AttemptCount::new(&inner.retries.policy, retryable);
-        if !query.is_empty() {
-            path.push(if path.contains('?') { '&' } else { '?' });
-            path.push_str(&query.join("&"));
-        }
         // A call that cannot be retried moves its headers and body into its only request.
-        let (mut headers, mut body) = (Some(headers), body);
-        let mut pick = match inner.engine.pick_endpoint_if_ready(&cluster) {
+        let (mut headers, mut body) = (headers, body);
+        let mut pick = match inner.engine.pick_endpoint_if_ready(cluster) {
             Some(pick) => pick?,
             // Only the first calls of a cluster wait for its first probe round; boxing that
             // rare future keeps every call's state small.
-            None => Box::pin(inner.engine.pick_endpoint_ready(&cluster)).await?,
+            None => Box::pin(inner.engine.pick_endpoint_ready(cluster)).await?,
         };
-        // Taken after the first pick succeeded, so unknown cluster names leave no budget behind.
-        let budget = inner.retries.request(&cluster);
+        // After the first pick succeeded, so unknown cluster names leave no budget behind.
+        inner.retries.deposit(cluster);
         let mut failures = Failures::default();
         loop {
             let url =
-                crate::uri::request_url(pick.address(), &path).map_err(ClientError::Builder)?;
-            let mut request_headers = if retryable {
-                headers.clone().unwrap_or_default()
+                crate::uri::request_url(pick.address(), path).map_err(ClientError::Builder)?;
+            // A request built directly (not through reqwest's builder): no client handle to
+            // clone and nothing moved around for parts this call does not have.
+            let mut request = reqwest::Request::new(method.clone(), url);
+            let attempt_headers = if retryable {
+                headers.clone()
             } else {
-                headers.take().unwrap_or_default()
+                headers.take()
             };
+            if let Some(attempt_headers) = attempt_headers {
+                *request.headers_mut() = attempt_headers;
+            }
             if let Some(value) = pick
                 .destination()
                 .host()
                 .and_then(|h| HeaderValue::from_str(h).ok())
             {
                 // The destination's Host replaces any the caller set: exactly one is sent.
-                request_headers.insert(HOST, value);
+                request.headers_mut().insert(HOST, value);
             }
-            let mut request = inner.http.request(method.clone(), url);
-            if !request_headers.is_empty() {
-                request = request.headers(request_headers);
-            }
-            if let Some(timeout) = timeout {
-                request = request.timeout(timeout);
+            if timeout.is_some() {
+                // reqwest keeps it among the request's extensions: a map, built only if needed.
+                *request.timeout_mut() = timeout;
             }
             let attempt_body = if retryable { body.clone() } else { body.take() };
-            if let Some(attempt_body) = attempt_body {
-                request = request.body(attempt_body);
-            }
+            *request.body_mut() = attempt_body.map(reqwest::Body::from);
             let attempt = Attempt::new(pick);
-            let error = match request.send().await {
+            let error = match inner.http.execute(request).await {
                 Ok(response) => return Ok(Response::new(response, attempt, failures.attempts)),
                 Err(error) => error,
             };
             let call = Call {
                 inner,
-                cluster: &cluster,
-                path: &path,
-                budget: &budget,
+                cluster,
+                path,
             };
             match call.after_failure(attempt, error, &mut count, &mut failures)? {
                 Some(next) => pick = next,
@@ -595,7 +617,7 @@ impl RequestBuilder {
             }
         }
         Err(ClientError::Request {
-            cluster,
+            cluster: cluster.to_string(),
             attempts: failures.attempts,
         })
     }
@@ -614,7 +636,6 @@ struct Call<'a> {
     inner: &'a ClientInner,
     cluster: &'a str,
     path: &'a str,
-    budget: &'a TpsBudget,
 }
 
 impl Call<'_> {
@@ -656,7 +677,7 @@ impl Call<'_> {
         else {
             return Ok(None);
         };
-        if !self.budget.withdraw() {
+        if !self.inner.retries.withdraw(cluster) {
             tracing::debug!(target: "healthpick", %cluster, "retry budget exhausted");
             return Ok(None);
         }
@@ -714,8 +735,10 @@ pub struct Response {
     /// `None` only once a consuming method took it.
     inner: Option<reqwest::Response>,
     status: StatusCode,
-    destination: Arc<Destination>,
-    pick: Option<PickHandle>,
+    /// Keeps the destination in flight until the response is dropped.
+    pick: PickHandle,
+    /// Whether the outcome was reported (by a consuming method; otherwise `Drop` does it).
+    reported: bool,
     /// Attempts of the same call that failed before this one answered.
     failed_attempts: Vec<AttemptFailure>,
 }
@@ -728,16 +751,13 @@ impl Response {
         attempt: Attempt,
         failed_attempts: Vec<AttemptFailure>,
     ) -> Self {
-        let pick = attempt.take();
-        let destination = pick
-            .as_ref()
-            .map(PickHandle::destination_arc)
-            .expect("an attempt holds its pick until it ends");
         Response {
             status: inner.status(),
             inner: Some(inner),
-            destination,
-            pick,
+            pick: attempt
+                .take()
+                .expect("an attempt holds its pick until it ends"),
+            reported: false,
             failed_attempts,
         }
     }
@@ -751,7 +771,7 @@ impl Response {
 
     /// The destination that answered.
     pub fn destination(&self) -> &Destination {
-        &self.destination
+        self.pick.destination()
     }
 
     /// The status.
@@ -764,10 +784,11 @@ impl Response {
         self.inner.as_ref().map_or(&NO_HEADERS, |r| r.headers())
     }
 
-    /// Reports the outcome once and releases the destination.
+    /// Reports the outcome once; the destination stays in flight until `self` is dropped,
+    /// which every caller of this does right after.
     fn finish(&mut self, body_ok: bool) {
-        if let Some(pick) = self.pick.take() {
-            pick.report(if body_ok {
+        if !std::mem::replace(&mut self.reported, true) {
+            self.pick.report(if body_ok {
                 RequestOutcome::Status(self.status.as_u16())
             } else {
                 RequestOutcome::TransportFailure
@@ -835,17 +856,41 @@ mod tests {
     #[test]
     fn one_budget_per_cluster_whatever_the_case() {
         let retries = Retries::new(RetryPolicy::default());
-        let a = retries.request("payments");
-        let b = retries.request("Payments");
-        let c = retries.request("PAYMENTS");
-        let other = retries.request("orders");
+        let a = retries.budget("payments");
+        let b = retries.budget("Payments");
+        let c = retries.budget("PAYMENTS");
+        let other = retries.budget("orders");
         assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &c));
         assert!(!Arc::ptr_eq(&a, &other));
         // A non-ASCII id folds like config ids do.
         assert!(Arc::ptr_eq(
-            &retries.request("Übercluster"),
-            &retries.request("übercluster")
+            &retries.budget("Übercluster"),
+            &retries.budget("übercluster")
         ));
+    }
+
+    /// Deposits land in the cluster's one budget whichever way its id is spelt (the lower-case
+    /// fast path and the folding slow path), and buy retries at the policy's ratio.
+    #[test]
+    fn deposits_buy_retries_at_the_ratio_whatever_the_case() {
+        let retries = Retries::new(RetryPolicy {
+            retry_ratio: 0.5,
+            min_retries_per_second: 0,
+            ..RetryPolicy::default()
+        });
+        assert!(!retries.withdraw("payments"), "nothing deposited yet");
+        for id in ["payments", "Payments", "payments", "PAYMENTS"] {
+            retries.deposit(id);
+        }
+        retries.deposit("orders");
+        // Four requests at 50%: two retries, then none.
+        assert!(retries.withdraw("PAYMENTS"));
+        assert!(retries.withdraw("payments"));
+        assert!(!retries.withdraw("Payments"));
+        assert!(
+            !retries.withdraw("orders"),
+            "one request buys no whole retry"
+        );
     }
 
     /// Threads making a cluster's first calls at once all end up with the same budget.
@@ -861,7 +906,8 @@ mod tests {
                         s.spawn(move || {
                             barrier.wait();
                             let id = if i % 2 == 0 { "c" } else { "C" };
-                            (retries.request(id), retries.request("d"))
+                            retries.deposit(id);
+                            (retries.budget(id), retries.budget("d"))
                         })
                     })
                     .collect();

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use reqwest::header::{HeaderValue, HOST};
 use reqwest_middleware::{Middleware, Next};
-use tower::retry::budget::Budget;
 
 use crate::client::{is_idempotent, Attempt, AttemptCount, ClientError, Retries, RetryPolicy};
 use crate::engine::Engine;
@@ -84,7 +83,7 @@ impl Middleware for HealthPickMiddleware {
             .pick_endpoint_ready(&cluster)
             .await
             .map_err(|e| reqwest_middleware::Error::middleware(ClientError::from(e)))?;
-        let budget = self.retries.request(&cluster);
+        self.retries.deposit(&cluster);
         let mut tried: Vec<String> = Vec::new();
         // A request that cannot be retried is moved into its only attempt; a retryable one is
         // cloned for each, since a requeued connect failure may follow any attempt.
@@ -130,7 +129,7 @@ impl Middleware for HealthPickMiddleware {
             let Ok(next_pick) = self.engine.pick_endpoint_excluding(&cluster, &tried) else {
                 return Err(error);
             };
-            if !budget.withdraw() {
+            if !self.retries.withdraw(&cluster) {
                 tracing::debug!(target: "healthpick", cluster = %cluster, "retry budget exhausted");
                 return Err(error);
             }

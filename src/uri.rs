@@ -71,9 +71,15 @@ fn clear_query_and_fragment(url: &mut Url) {
 fn set_joined_path(url: &mut Url, path: &str) {
     let base_path = url.path();
     let trimmed = base_path.strip_suffix('/').unwrap_or(base_path);
+    let escape = path.contains(['?', '#']);
+    if trimmed.is_empty() && !escape {
+        // The usual base (`http://host:port/`): the path as it is, without building a copy.
+        url.set_path(path);
+        return;
+    }
     let mut joined = String::with_capacity(trimmed.len() + path.len() + 4);
     joined.push_str(trimmed);
-    if path.contains(['?', '#']) {
+    if escape {
         for c in path.chars() {
             match c {
                 '?' => joined.push_str("%3F"),

@@ -995,6 +995,19 @@ async fn response_holds_the_destination_in_flight_until_the_body_is_read() {
     assert_eq!(seen["query"], "x=1&id=7&q=a+b");
     assert_eq!(seen["host"], "orders.internal", "the destination's Host");
 
+    // Query parameters added in several calls to a path without a query of its own.
+    let response = client
+        .get("c", "/api/orders")
+        .query(&[("id", "7")])
+        .query(&[("page", "2")])
+        .timeout(std::time::Duration::from_secs(5))
+        .send()
+        .await
+        .expect("ok");
+    let seen: serde_json::Value = response.json().await.expect("echo");
+    assert_eq!(seen["path"], "/svc/api/orders");
+    assert_eq!(seen["query"], "id=7&page=2");
+
     // Dropping an unread response releases the destination too.
     let response = client.get("c", "/a").send().await.expect("ok");
     assert_eq!(destination(&engine, "c", "e").in_flight, 1);
@@ -1071,6 +1084,37 @@ async fn cancelled_calls_count_as_success() {
     assert_eq!(status.passive, HealthState::Healthy, "20 successes");
     assert!(status.available);
     assert_eq!(status.in_flight, 0);
+}
+
+/// `timeout` bounds each attempt: a call to two servers that never answer ends with both
+/// attempts timed out, each on its own destination, and nothing left in flight.
+#[tokio::test]
+async fn each_attempt_is_bounded_by_the_request_timeout() {
+    let (a, b) = (EchoServer::start("a").await, EchoServer::start("b").await);
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("a", a.url(), 0), ("b", b.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let call = client
+        .get("c", "/slow")
+        .timeout(Duration::from_millis(150))
+        .send();
+    let error = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the request timeout ended the call")
+        .expect_err("nobody answers /slow");
+    let attempts = error.attempts();
+    let mut tried: Vec<_> = attempts.iter().map(|f| f.destination.as_str()).collect();
+    tried.sort_unstable();
+    assert_eq!(tried, ["a", "b"], "{error}");
+    for failure in attempts {
+        assert!(failure.error.is_timeout(), "{failure:?}");
+    }
+    for id in ["a", "b"] {
+        assert_eq!(destination(&engine, "c", id).in_flight, 0);
+    }
 }
 
 // ---- 7. retry budget --------------------------------------------------------------------------
