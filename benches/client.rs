@@ -49,14 +49,22 @@
 //!   once with `n` = 1000 and once with 3000, per arm; the difference of the caller thread's
 //!   totals (the `-01` file) over 2000 is the arm's instructions per request.
 //!
-//!   Measured so (2026-11-29): reqwest 63,354 instructions per request on the caller's thread,
-//!   `healthpick_1dest` 61,818 (-2.4%), `healthpick_3dest` 62,006 (-2.1%): the wrapper builds each
+//!   Measured so (2026-11-30): reqwest 62,950 instructions per request on the caller's thread,
+//!   `healthpick_1dest` 60,386 (-4.1%), `healthpick_3dest` 60,564 (-3.8%): the wrapper builds each
 //!   request URL from the destination's already parsed base instead of parsing a URL string,
-//!   which saves more than its pick, budget and bookkeeping cost. On the same machine the paired
-//!   run still shows the wrapped arms 2-4% slower in caller-thread CPU time and throughput with
-//!   32 in flight. strace counts the same writes and reads per request for every arm, and 4-7%
-//!   more `epoll_wait` calls (more times the caller's runtime went idle) for the wrapped ones:
-//!   the difference is in how the work runs (caches, scheduling), not in more work.
+//!   which saves more than its pick, budget and bookkeeping cost.
+//!
+//!   Fewer instructions did not always mean less time. The previous version executed 61,661
+//!   (-2.0% against reqwest in the same build) and still ran 2-4% slower in the paired run,
+//!   while a scratch arm that called reqwest with a pre-parsed `Url` and a pick (not kept here)
+//!   ran 3-4% faster than reqwest. Callgrind's cache simulation (`--cache-sim=yes
+//!   --branch-sim=yes`) shows costs instruction counts hide: per request the previous wrapper
+//!   missed the L1 instruction cache 211 times and the L1 data cache 181 times more than plain
+//!   reqwest. Removing the wrapper's own allocations and moves (two strings per request builder,
+//!   a second buffer per URL, a map of request extensions built for an absent timeout, reqwest's
+//!   request builder with its client clone and moves of a 300-byte value, a reference-counted
+//!   budget and destination per call) brought that to 114 and 172 more misses, 4.1% fewer
+//!   instructions, and a paired throughput loss of 0.2-1.7% (README).
 //!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
