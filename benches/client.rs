@@ -64,7 +64,7 @@
 //!   a second buffer per URL, a map of request extensions built for an absent timeout, reqwest's
 //!   request builder with its client clone and moves of a 300-byte value, a reference-counted
 //!   budget and destination per call) brought that to 114 and 172 more misses, 4.1% fewer
-//!   instructions, and a paired throughput loss of 0.2-1.7% (README).
+//!   instructions, and a paired throughput loss of -0.1% to 1.7% in five runs (README).
 //!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
