@@ -15,7 +15,7 @@ use reqwest::{Method, StatusCode};
 use tower::retry::budget::{Budget, TpsBudget};
 use url::Url;
 
-use crate::config::fold_case;
+use crate::config::{fold_case, with_folded};
 use crate::destination::PickHandle;
 use crate::engine::Engine;
 use crate::error::PickError;
@@ -114,11 +114,6 @@ impl AttemptCount {
     }
 }
 
-/// Whether `id` differs from its folded form (or might: any non-ASCII byte).
-fn needs_folding(id: &str) -> bool {
-    id.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii())
-}
-
 /// Per-cluster retry budgets, shared by the client and the middleware.
 #[derive(Debug)]
 pub(crate) struct Retries {
@@ -138,15 +133,18 @@ impl Retries {
 
     /// Counts one request of `cluster` in its budget (every call makes one deposit).
     pub fn deposit(&self, cluster: &str) {
-        // Usual case: a lower-case id already seen, found without a lock, an allocation or a
-        // reference count.
-        if !needs_folding(cluster) {
-            if let Some(budget) = self.budgets.load().get(cluster) {
+        // Usual case: a cluster already seen, found without a lock, an allocation or a reference
+        // count.
+        let found = with_folded(cluster, |folded| match self.budgets.load().get(folded) {
+            Some(budget) => {
                 budget.deposit();
-                return;
+                true
             }
+            None => false,
+        });
+        if !found {
+            self.budget(cluster).deposit();
         }
-        self.budget(cluster).deposit();
     }
 
     /// Takes one retry of `cluster` from its budget; `false` when the budget refuses.

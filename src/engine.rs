@@ -14,7 +14,8 @@ use tokio::sync::{broadcast, Notify};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{ClusterRuntime, ClusterSettings, ClusterSnapshot};
 use crate::config::{
-    fold_case, validate, Config, ConfigError, Diagnostic, Diagnostics, HealthPolicyOptions,
+    fold_case, validate, with_folded, Config, ConfigError, Diagnostic, Diagnostics,
+    HealthPolicyOptions,
 };
 use crate::destination::{Destination, DestinationInfo, PickHandle};
 use crate::error::PickError;
@@ -284,30 +285,16 @@ impl ClusterTable {
     /// 64 bytes.
     #[inline]
     fn get(&self, id: &str) -> Option<&ClusterEntry> {
-        if id.is_ascii() {
-            if self.entries.len() <= SCAN_LIMIT {
-                // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
-                // ASCII-case-insensitive byte comparison is the fold comparison here.
-                return self
-                    .entries
-                    .iter()
-                    .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()))
-                    .map(|(_, entry)| entry);
-            }
-            if !id.bytes().any(|b| b.is_ascii_uppercase()) {
-                return self.lookup(id);
-            }
-            if id.len() <= 64 {
-                let mut buf = [0u8; 64];
-                let folded = &mut buf[..id.len()];
-                folded.copy_from_slice(id.as_bytes());
-                folded.make_ascii_lowercase();
-                return std::str::from_utf8(folded)
-                    .ok()
-                    .and_then(|k| self.lookup(k));
-            }
+        if self.entries.len() <= SCAN_LIMIT && id.is_ascii() {
+            // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
+            // ASCII-case-insensitive byte comparison is the fold comparison here.
+            return self
+                .entries
+                .iter()
+                .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()))
+                .map(|(_, entry)| entry);
         }
-        self.lookup(&fold_case(id))
+        with_folded(id, |folded| self.lookup(folded))
     }
 
     /// Looks up an already folded id.
