@@ -285,7 +285,7 @@ impl ClusterTable {
     /// 64 bytes.
     #[inline]
     fn get(&self, id: &str) -> Option<&ClusterEntry> {
-        if self.entries.len() <= SCAN_LIMIT && id.is_ascii() {
+        if id.is_ascii() && self.entries.len() <= SCAN_LIMIT {
             // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
             // ASCII-case-insensitive byte comparison is the fold comparison here.
             return self
@@ -294,6 +294,13 @@ impl ClusterTable {
                 .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()))
                 .map(|(_, entry)| entry);
         }
+        self.get_indexed(id)
+    }
+
+    /// The lookup of tables too big to scan (and of non-ASCII ids): out of line, so that the
+    /// small-table scan inlined into every pick stays small.
+    #[inline(never)]
+    fn get_indexed(&self, id: &str) -> Option<&ClusterEntry> {
         with_folded(id, |folded| self.lookup(folded))
     }
 
