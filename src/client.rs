@@ -153,13 +153,9 @@ impl Retries {
     }
 
     /// The budget of `cluster`, added on first use.
-    fn budget(&self, cluster: &str) -> Arc<TpsBudget> {
-        self.budget_slow(fold_case(cluster))
-    }
-
-    /// Finds or adds the budget of a folded cluster id.
     #[cold]
-    fn budget_slow(&self, folded: String) -> Arc<TpsBudget> {
+    fn budget(&self, cluster: &str) -> Arc<TpsBudget> {
+        let folded = fold_case(cluster);
         if let Some(budget) = self.budgets.load().get(&folded) {
             return budget.clone();
         }
@@ -547,8 +543,8 @@ impl RequestBuilder {
             route,
             cluster_len,
             method,
-            headers,
-            body,
+            mut headers,
+            mut body,
             timeout,
             retryable,
             error,
@@ -560,8 +556,6 @@ impl RequestBuilder {
         let inner = &client.inner;
         let retryable = retryable.unwrap_or_else(|| is_idempotent(&method));
         let mut count = AttemptCount::new(&inner.retries.policy, retryable);
-        // A call that cannot be retried moves its headers and body into its only request.
-        let (mut headers, mut body) = (headers, body);
         let mut pick = match inner.engine.pick_endpoint_if_ready(cluster) {
             Some(pick) => pick?,
             // Only the first calls of a cluster wait for its first probe round; boxing that
@@ -572,11 +566,11 @@ impl RequestBuilder {
         inner.retries.deposit(cluster);
         let mut failures = Failures::default();
         loop {
-            let url =
-                crate::uri::request_url(pick.address(), path).map_err(ClientError::Builder)?;
+            let url = crate::uri::request_url(pick.address(), path);
             // A request built directly (not through reqwest's builder): no client handle to
             // clone and nothing moved around for parts this call does not have.
             let mut request = reqwest::Request::new(method.clone(), url);
+            // A call that cannot be retried moves its headers and body into its only request.
             let attempt_headers = if retryable {
                 headers.clone()
             } else {
@@ -609,7 +603,7 @@ impl RequestBuilder {
                 cluster,
                 path,
             };
-            match call.after_failure(attempt, error, &mut count, &mut failures)? {
+            match call.after_failure(attempt, error, &mut count, &mut failures) {
                 Some(next) => pick = next,
                 None => break,
             }
@@ -648,13 +642,12 @@ impl Call<'_> {
         error: reqwest::Error,
         count: &mut AttemptCount,
         failures: &mut Failures,
-    ) -> Result<Option<PickHandle>, ClientError> {
+    ) -> Option<PickHandle> {
         let failed = attempt.fail();
         let destination = failed.id().to_string();
         let connect = error.is_connect();
         // Built again only on failure, so a successful attempt need not keep a copy.
-        let url =
-            crate::uri::request_url(failed.address(), self.path).map_err(ClientError::Builder)?;
+        let url = crate::uri::request_url(failed.address(), self.path);
         let go_on = count.failed(connect);
         let cluster = self.cluster;
         tracing::debug!(target: "healthpick", %cluster, %destination, %url, connect, retry = go_on, error = %chain(&error), "attempt failed before any response");
@@ -665,21 +658,19 @@ impl Call<'_> {
             error,
         });
         if !go_on {
-            return Ok(None);
+            return None;
         }
         // Pick before withdrawing, so that a call with no destination left spends no token.
-        let Ok(next) = self
+        let next = self
             .inner
             .engine
             .pick_endpoint_excluding(cluster, &failures.tried)
-        else {
-            return Ok(None);
-        };
+            .ok()?;
         if !self.inner.retries.withdraw(cluster) {
             tracing::debug!(target: "healthpick", %cluster, "retry budget exhausted");
-            return Ok(None);
+            return None;
         }
-        Ok(Some(next))
+        Some(next)
     }
 }
 

@@ -99,8 +99,7 @@ impl Middleware for HealthPickMiddleware {
                     "the request body cannot be sent again".into(),
                 ))
             })?;
-            *request.url_mut() = crate::uri::request_url(pick.address(), &path)
-                .map_err(|e| reqwest_middleware::Error::middleware(ClientError::Builder(e)))?;
+            *request.url_mut() = crate::uri::request_url(pick.address(), &path);
             if let Some(value) = pick
                 .destination()
                 .host()

@@ -96,7 +96,7 @@ fn set_joined_path(url: &mut Url, path: &str) {
 /// The URL of a request to `path_and_query` (`/api/orders?id=7`) on a destination whose base
 /// URL is `base`, by the same rules as probe URIs (SPEC §8): the base path with one trailing `/`
 /// removed, then the path, then the query verbatim. A path without a leading `/` gets one.
-pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Result<Url, String> {
+pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Url {
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (path_and_query, None),
@@ -114,7 +114,7 @@ pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Result<Url, Strin
     if let Some(query) = query {
         url.set_query(Some(query));
     }
-    Ok(url)
+    url
 }
 
 #[cfg(test)]
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn request_urls_join_path_and_query() {
         let base = url::Url::parse("http://h:81/svc/").unwrap();
-        let u = |p: &str| super::request_url(&base, p).unwrap().to_string();
+        let u = |p: &str| super::request_url(&base, p).to_string();
         assert_eq!(u("/api/orders?id=7"), "http://h:81/svc/api/orders?id=7");
         assert_eq!(u("api/orders"), "http://h:81/svc/api/orders");
         assert_eq!(u(""), "http://h:81/svc/");
@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(u("/a#b?c#d"), "http://h:81/svc/a%23b?c%23d");
         // The base's own query and fragment never reach a request.
         let base = url::Url::parse("http://h:81/svc?k=v#top").unwrap();
-        let u = |p: &str| super::request_url(&base, p).unwrap().to_string();
+        let u = |p: &str| super::request_url(&base, p).to_string();
         assert_eq!(u("/api"), "http://h:81/svc/api");
         assert_eq!(u(""), "http://h:81/svc");
         assert_eq!(u("/api?id=7"), "http://h:81/svc/api?id=7");
