@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backend::Backend;
-use healthpick::health::{
+use healthpick::policy::{
     PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, TransportFailureRate,
 };
 use healthpick::table::{LiveTable, OutputMode, StatusTable};

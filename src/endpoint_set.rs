@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{
-    ActiveHealthCheckConfig, ClusterConfig, Config, ConfigError, DestinationConfig,
-    CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-};
-use crate::engine::{BestEndpoints, Engine};
+use crate::config::diagnostics::{ConfigError, Diagnostic, Severity};
+use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
+use crate::config::model::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
+use crate::destination::handle::PickHandle;
+use crate::engine::pick::BestEndpoints;
+use crate::engine::Engine;
 use crate::error::PickError;
-use crate::monitor::Prober;
-use crate::PickHandle;
+use crate::monitor::{ActiveMonitor, Prober};
 
 /// Builds an [`EndpointSet`].
 ///
@@ -133,8 +133,8 @@ impl EndpointSetBuilder {
         }
         if urls.is_empty() {
             return Err(ConfigError {
-                errors: vec![crate::config::Diagnostic {
-                    severity: crate::config::Severity::Error,
+                errors: vec![Diagnostic {
+                    severity: Severity::Error,
                     path: "base_urls".into(),
                     message: "an endpoint set needs at least one base URL".into(),
                 }],
@@ -145,10 +145,10 @@ impl EndpointSetBuilder {
         Ok(EndpointSet {
             inner: Arc::new(Inner {
                 engine,
-                prober: Prober::new(self.max_concurrent_probes),
-                interval: self.interval,
-                timeout: self.timeout,
-                failure_log_level: self.failure_log_level,
+                prober: Arc::new(Prober::new(
+                    self.max_concurrent_probes,
+                    self.failure_log_level,
+                )),
             }),
         })
     }
@@ -166,10 +166,8 @@ pub struct EndpointSet {
 #[derive(Debug)]
 struct Inner {
     engine: Engine,
-    prober: Prober,
-    interval: Duration,
-    timeout: Duration,
-    failure_log_level: tracing::Level,
+    /// Shared by `refresh` and the refresh job: one bound, one connection pool.
+    prober: Arc<Prober>,
 }
 
 impl EndpointSet {
@@ -204,25 +202,11 @@ impl EndpointSet {
     /// Probes every base URL now and updates health. A failed probe counts toward the threshold
     /// and its reason is kept as the endpoint's last error.
     pub async fn refresh(&self) {
-        let Some(plan) = self.inner.engine.round_plan(Self::CLUSTER) else {
-            return;
-        };
-        let results = self
-            .inner
-            .prober
-            .round(&plan.snapshot, self.inner.timeout)
-            .await;
-        for failed in results.iter().filter(|r| !r.is_success()) {
-            log_at(
-                self.inner.failure_log_level,
-                &failed.destination,
-                &failed.describe(),
-            );
-        }
         let _ = self
             .inner
-            .engine
-            .report_probe_round(Self::CLUSTER, &results);
+            .prober
+            .probe_now(&self.inner.engine, Self::CLUSTER)
+            .await;
     }
 
     /// The best group and its summary status (Healthy, Degraded or Unhealthy).
@@ -246,75 +230,35 @@ impl EndpointSet {
     }
 
     /// Starts the background refresh job: a refresh every interval until the returned handle is
-    /// dropped or `cancel` fires. It survives probe errors (they are logged) and stops cleanly.
+    /// dropped. It survives probe errors (they are logged) and stops cleanly.
     pub fn spawn_refresh(&self) -> RefreshJob {
         self.spawn_refresh_with(CancellationToken::new())
     }
 
     /// [`spawn_refresh`](Self::spawn_refresh) stopping also when `cancel` fires.
     pub fn spawn_refresh_with(&self, cancel: CancellationToken) -> RefreshJob {
-        let token = cancel.child_token();
-        let set = self.clone();
-        let stop = token.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = set.refresh() => {}
-                }
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = tokio::time::sleep(set.inner.interval) => {}
-                }
-            }
-            tracing::debug!(target: "healthpick", "endpoint set refresh job stopped");
-        });
+        // The job is the active monitor of the set's one cluster, with the set's prober.
         RefreshJob {
-            cancel: token,
-            task: Some(task),
+            monitor: ActiveMonitor::builder()
+                .prober(self.inner.prober.clone())
+                .cancellation_token(cancel)
+                .start(&self.inner.engine),
         }
     }
 }
 
-/// The background refresh job of an [`EndpointSet`]; dropping it stops the job.
+/// The background refresh job of an [`EndpointSet`] (its cluster's active monitor); dropping it
+/// stops the job.
 #[derive(Debug)]
+#[must_use = "the refresh job stops when this handle is dropped"]
 pub struct RefreshJob {
-    cancel: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
+    monitor: ActiveMonitor,
 }
 
 impl RefreshJob {
     /// Stops the job and waits until it has ended.
-    pub async fn stop(mut self) {
-        self.cancel.cancel();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for RefreshJob {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
-}
-
-fn log_at(level: tracing::Level, endpoint: &str, what: &str) {
-    match level {
-        tracing::Level::ERROR => {
-            tracing::error!(target: "healthpick", endpoint, "health probe failed: {what}")
-        }
-        tracing::Level::WARN => {
-            tracing::warn!(target: "healthpick", endpoint, "health probe failed: {what}")
-        }
-        tracing::Level::INFO => {
-            tracing::info!(target: "healthpick", endpoint, "health probe failed: {what}")
-        }
-        tracing::Level::DEBUG => {
-            tracing::debug!(target: "healthpick", endpoint, "health probe failed: {what}")
-        }
-        tracing::Level::TRACE => {
-            tracing::trace!(target: "healthpick", endpoint, "health probe failed: {what}")
-        }
+    pub async fn stop(self) {
+        self.monitor.stop().await;
+        tracing::debug!(target: "healthpick", "endpoint set refresh job stopped");
     }
 }

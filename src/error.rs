@@ -1,4 +1,4 @@
-//! Errors of the routing path.
+//! Errors of the routing path: picks, and destination sets published at run time.
 
 /// Why a pick (or a call naming a cluster) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,6 +15,14 @@ pub enum PickError {
         /// The cluster id as asked.
         cluster: String,
     },
+    /// The cluster has no destination with this id (compared case-insensitively).
+    #[error("cluster `{cluster}` has no destination `{destination}`")]
+    UnknownDestination {
+        /// The cluster id as asked.
+        cluster: String,
+        /// The destination id as asked.
+        destination: String,
+    },
 }
 
 impl PickError {
@@ -23,11 +31,57 @@ impl PickError {
         matches!(self, PickError::NoAvailableDestinations { .. })
     }
 
+    /// True when no cluster has the id asked for.
+    pub fn is_unknown_cluster(&self) -> bool {
+        matches!(self, PickError::UnknownCluster { .. })
+    }
+
     /// The cluster the error is about.
     pub fn cluster(&self) -> &str {
         match self {
             PickError::NoAvailableDestinations { cluster }
-            | PickError::UnknownCluster { cluster } => cluster,
+            | PickError::UnknownCluster { cluster }
+            | PickError::UnknownDestination { cluster, .. } => cluster,
         }
     }
 }
+
+/// Why [`Engine::set_destinations`](crate::Engine::set_destinations) changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DestinationsError {
+    /// No cluster has this id.
+    UnknownCluster {
+        /// The cluster id as asked.
+        cluster: String,
+    },
+    /// The set was refused; every problem is listed.
+    Invalid {
+        /// The cluster id as asked.
+        cluster: String,
+        /// The source that published.
+        source: String,
+        /// What is wrong, one entry per problem.
+        problems: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for DestinationsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DestinationsError::UnknownCluster { cluster } => {
+                write!(f, "unknown cluster `{cluster}`")
+            }
+            DestinationsError::Invalid {
+                cluster,
+                source,
+                problems,
+            } => write!(
+                f,
+                "cluster `{cluster}`: source `{source}`: {}",
+                problems.join("; ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DestinationsError {}

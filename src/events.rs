@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::health::{HealthPart, HealthState, Reason, ReportedHealth};
+use crate::health::reason::Reason;
+use crate::health::state::{HealthPart, HealthState, ReportedHealth};
 
 /// The value of one health part before or after a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -60,17 +60,19 @@
 //!    [`config::ClusterConfig`] and friends build one in code, with the same defaults. Validation
 //!    ([`config::check`]) reports every problem at once in a [`ConfigError`]; a bad reload
 //!    changes nothing.
-//! 2. **Runtime state.** The [`Engine`] holds each cluster's destinations and their health. A
-//!    reload keeps the health, counters and in-flight counts of destinations that survive it.
+//! 2. **Runtime state.** The [`Engine`] holds each cluster's destinations and their health. Every
+//!    destination comes from a source — the configuration, or a discovery source or your own
+//!    code publishing with [`Engine::set_destinations`] — and keeps its health, counters and
+//!    in-flight count for as long as its source keeps publishing its key at the same address.
 //! 3. **Health in.** Probe rounds — run by the [`ActiveMonitor`] or an endpoint set's refresh job,
 //!    or handed in with [`Engine::report_probe_round`] — go to the cluster's
-//!    [`ActiveHealthPolicy`](health::ActiveHealthPolicy). Request outcomes — reported with
+//!    [`ActiveHealthPolicy`](policy::ActiveHealthPolicy). Request outcomes — reported with
 //!    [`PickHandle::report`], or by the wrapped client and the middleware — go to its
-//!    [`PassiveHealthPolicy`](health::PassiveHealthPolicy). The health updater applies their
+//!    [`PassiveHealthPolicy`](policy::PassiveHealthPolicy). The health updater applies their
 //!    verdicts, schedules passive reactivation, asks the
-//!    [`AvailableDestinationsPolicy`](health::AvailableDestinationsPolicy) who may get traffic,
-//!    and publishes a new immutable snapshot with the best group (best health class, then lowest
-//!    tier).
+//!    [`AvailableDestinationsPolicy`](policy::AvailableDestinationsPolicy) who may get traffic,
+//!    and publishes the cluster's one new immutable snapshot: members, available set, best group
+//!    (best health class, then lowest tier) and what the load balancer prepared for it.
 //! 4. **Picks out.** [`Engine::pick_endpoint`] reads that snapshot without locks and lets the
 //!    cluster's [`LoadBalancingPolicy`](selection::LoadBalancingPolicy) choose inside the best
 //!    group. The [`PickHandle`] counts the destination in flight until it is dropped.
@@ -84,9 +86,10 @@
 //! | Concern | Where |
 //! |---|---|
 //! | config model and builders, YARP JSON reading, TimeSpans, validation | [`config`] |
-//! | health parts, probe results, request outcomes; active, passive and available-destinations policies | [`health`] |
+//! | health parts, probe results, request outcomes, reasons, the health payload | [`health`] |
+//! | active, passive and available-destinations policies; policies by name | [`policy`], [`PolicyRegistry`], [`EngineBuilder`] |
 //! | best group and the load-balancing policies | [`selection`] |
-//! | policies by name, built-in and your own | [`PolicyRegistry`], [`EngineBuilder`] |
+//! | destinations from sources other than the configuration | [`Engine::set_destinations`], [`Endpoint`] |
 //! | when to probe | [`monitor`] ([`ActiveMonitor`]) |
 //! | what a probe sends and how its answer is judged | [`probe`] |
 //! | picks, reloads, status and events | [`Engine`], [`EngineStatus`], [`HealthEvent`] |
@@ -101,12 +104,19 @@
 //!
 //! Four kinds of policy, registered by name (case-insensitive) in a [`PolicyRegistry`] or on the
 //! [`EngineBuilder`], and named from config exactly like the built-ins:
-//! [`health::ActiveHealthPolicy`] (`HealthCheck:Active:Policy`),
-//! [`health::PassiveHealthPolicy`] (`HealthCheck:Passive:Policy`),
-//! [`health::AvailableDestinationsPolicy`] (`HealthCheck:AvailableDestinationsPolicy`) and
-//! [`selection::LoadBalancingPolicy`] (`LoadBalancingPolicy`). The probe request itself is
-//! replaced with a [`probe::ProbeRequestFactory`] on the monitor. `examples/custom_policy.rs`
-//! registers a weighted load balancer.
+//! [`policy::ActiveHealthPolicy`] (`HealthCheck:Active:Policy`),
+//! [`policy::PassiveHealthPolicy`] (`HealthCheck:Passive:Policy`),
+//! [`policy::AvailableDestinationsPolicy`] (`HealthCheck:AvailableDestinationsPolicy`) and
+//! [`selection::LoadBalancingPolicy`] (`LoadBalancingPolicy`). The built-ins use exactly the
+//! doors yours get: the policy contexts, a per-destination state slot for a policy's own data
+//! (`with_state` on the active and passive contexts), and for load balancers a per-snapshot
+//! preparation step ([`LoadBalancingPolicy::prepare`](selection::LoadBalancingPolicy::prepare)).
+//! The probe request itself is replaced with a [`probe::ProbeRequestFactory`] on the monitor.
+//! `examples/custom_policy.rs` registers a weighted load balancer that adds up its weights once
+//! per change.
+//!
+//! The crate's layers and seams are described in `ARCHITECTURE.md`; a test keeps imports
+//! one-way.
 //!
 //! Time comes from a [`Clock`] ([`ManualClock`] in tests, with [`Engine::fire_due_timers`]) and
 //! randomness from a seedable source ([`EngineBuilder::seed`]), so every rule is deterministic
@@ -128,47 +138,71 @@
 #![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod client;
+// The layers of ARCHITECTURE.md, lowest first; `tests/architecture.rs` keeps them one-way.
+
+// Foundation.
 mod clock;
-mod cluster;
+mod ids;
+mod jsonc;
+mod rng;
+mod uri;
+
+// Vocabulary.
 pub mod config;
-mod destination;
-mod endpoint_set;
-mod engine;
 mod error;
 mod events;
 pub mod health;
+pub mod observer;
+
+// The destination.
+mod destination;
+
+// Rules.
+pub mod policy;
+pub mod selection;
+
+// One cluster at run time.
+mod cluster;
+
+// The engine.
+mod engine;
+
+// Async edges.
+mod client;
+mod endpoint_set;
 #[cfg(feature = "middleware")]
 pub mod middleware;
 pub mod monitor;
-pub mod observer;
 pub mod probe;
-mod registry;
-mod rng;
-pub mod selection;
 pub mod service;
+
+// Tools.
 pub mod simulate;
-mod status;
 pub mod table;
-mod uri;
 
 pub use client::{
     AttemptFailure, ClientError, HealthAwareClient, RequestBuilder, Response, RetryPolicy,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};
-pub use destination::{Destination, PickHandle};
+pub use destination::attributes::DestinationAttributes;
+pub use destination::endpoint::Endpoint;
+pub use destination::handle::PickHandle;
+pub use destination::Destination;
 pub use endpoint_set::{EndpointSet, EndpointSetBuilder, RefreshJob};
-pub use engine::{BestEndpoints, Engine, EngineBuilder};
-pub use error::PickError;
+pub use engine::builder::EngineBuilder;
+pub use engine::pick::BestEndpoints;
+pub use engine::reload::CONFIG_SOURCE;
+pub use engine::status::{ClusterStatus, DestinationStatus, EngineStatus};
+pub use engine::Engine;
+pub use error::{DestinationsError, PickError};
 pub use events::{HealthEvent, HealthEventKind, PartValue};
 pub use health::{
     HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason, ReportedHealth,
     RequestOutcome,
 };
 pub use monitor::ActiveMonitor;
-pub use registry::PolicyRegistry;
-pub use status::{ClusterStatus, DestinationStatus, EngineStatus};
+pub use policy::PolicyRegistry;
 pub use uri::probe_uri;
 
 /// The README's code blocks, compiled and run as doctests.

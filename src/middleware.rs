@@ -14,8 +14,11 @@ use std::sync::Arc;
 use reqwest::header::{HeaderValue, HOST};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::client::{is_idempotent, Attempt, AttemptCount, ClientError, Retries, RetryPolicy};
+use crate::client::error::ClientError;
+use crate::client::failover::{Attempt, Failover};
+use crate::client::retry::{is_idempotent, Retries, RetryPolicy};
 use crate::engine::Engine;
+use crate::uri::request_url;
 
 /// Marks a request as safe to retry even though its method is not idempotent: insert it into
 /// the request's extensions (`.with_extension(Retryable)`).
@@ -77,14 +80,10 @@ impl Middleware for HealthPickMiddleware {
         }
         let retryable = (is_idempotent(req.method()) || extensions.get::<Retryable>().is_some())
             && req.try_clone().is_some();
-        let mut count = AttemptCount::new(&self.retries.policy, retryable);
-        let mut pick = self
-            .engine
-            .pick_endpoint_ready(&cluster)
-            .await
-            .map_err(|e| reqwest_middleware::Error::middleware(ClientError::from(e)))?;
-        self.retries.deposit(&cluster);
-        let mut tried: Vec<String> = Vec::new();
+        let (mut failover, mut pick) =
+            Failover::start(&self.engine, &self.retries, &cluster, retryable)
+                .await
+                .map_err(|e| reqwest_middleware::Error::middleware(ClientError::from(e)))?;
         // A request that cannot be retried is moved into its only attempt; a retryable one is
         // cloned for each, since a requeued connect failure may follow any attempt.
         let mut original = Some(req);
@@ -99,40 +98,32 @@ impl Middleware for HealthPickMiddleware {
                     "the request body cannot be sent again".into(),
                 ))
             })?;
-            *request.url_mut() = crate::uri::request_url(pick.address(), &path);
+            *request.url_mut() = request_url(pick.address(), &path);
             if let Some(value) = pick
                 .destination()
-                .host()
-                .and_then(|h| HeaderValue::from_str(h).ok())
+                .with_attributes(|a| a.host().and_then(|h| HeaderValue::from_str(h).ok()))
             {
                 request.headers_mut().insert(HOST, value);
             }
-            let guard = Attempt::new(pick);
+            let attempt = Attempt::new(pick);
             let error = match next.clone().run(request, extensions).await {
                 Ok(response) => {
-                    guard.succeed(response.status().as_u16());
+                    // The middleware hands back a plain response: the destination leaves the
+                    // in-flight count now.
+                    drop(attempt.answered(response.status().as_u16()));
                     return Ok(response);
                 }
                 Err(error) => error,
             };
-            let destination = guard.fail();
+            let failed = attempt.failed();
             let connect = matches!(&error, reqwest_middleware::Error::Reqwest(e) if e.is_connect());
-            let go_on = count.failed(connect);
-            tracing::debug!(target: "healthpick", cluster = %cluster, destination = %destination.id(), connect, retry = go_on, error = %error, "attempt failed before any response");
-            tried.push(destination.id().to_string());
-            if !go_on {
-                return Err(error);
-            }
+            tracing::debug!(target: "healthpick", %cluster, destination = %failed.id(), error = %error, "attempt failed");
             // Nothing left to fail over to, or no budget: the caller sees the last transport
             // error (something was sent), not "no available destinations".
-            let Ok(next_pick) = self.engine.pick_endpoint_excluding(&cluster, &tried) else {
-                return Err(error);
-            };
-            if !self.retries.withdraw(&cluster) {
-                tracing::debug!(target: "healthpick", cluster = %cluster, "retry budget exhausted");
-                return Err(error);
+            match failover.next(&failed, connect) {
+                Some(next_pick) => pick = next_pick,
+                None => return Err(error),
             }
-            pick = next_pick;
         }
     }
 }

@@ -22,10 +22,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::ClusterSnapshot;
-use crate::config::fold_case;
-use crate::engine::Engine;
-use crate::health::ProbeResult;
+use crate::engine::{Engine, ProbeTargets};
+use crate::health::probe_result::ProbeResult;
+use crate::ids::fold_case;
 use crate::probe::{self, DefaultProbeRequestFactory, ProbeRequestFactory};
 use crate::rng::RandomSource;
 
@@ -46,6 +45,8 @@ pub struct ActiveMonitorBuilder {
     jitter: Duration,
     factory: Arc<dyn ProbeRequestFactory>,
     cancel: Option<CancellationToken>,
+    failure_log_level: Option<tracing::Level>,
+    prober: Option<Arc<Prober>>,
 }
 
 impl std::fmt::Debug for ActiveMonitorBuilder {
@@ -64,6 +65,8 @@ impl Default for ActiveMonitorBuilder {
             jitter: Duration::ZERO,
             factory: Arc::new(DefaultProbeRequestFactory),
             cancel: None,
+            failure_log_level: None,
+            prober: None,
         }
     }
 }
@@ -94,17 +97,34 @@ impl ActiveMonitorBuilder {
         self
     }
 
+    /// Logs every failed probe at `level` (target `healthpick`). Default: failed probes are not
+    /// logged one by one; the health changes they cause are.
+    pub fn failure_log_level(mut self, level: tracing::Level) -> Self {
+        self.failure_log_level = Some(level);
+        self
+    }
+
+    /// Probes through `prober` (its bound and clients) instead of a new one: the endpoint set
+    /// shares its own with its refresh job.
+    pub(crate) fn prober(mut self, prober: Arc<Prober>) -> Self {
+        self.prober = Some(prober);
+        self
+    }
+
     /// Starts probing `engine`'s clusters on the current tokio runtime.
     ///
     /// # Panics
     /// Outside a tokio runtime, as `tokio::spawn` does.
     pub fn start(self, engine: &Engine) -> ActiveMonitor {
         let cancel = self.cancel.unwrap_or_default().child_token();
-        let prober = Arc::new(Prober {
-            semaphore: Arc::new(Semaphore::new(self.max_concurrent_probes)),
-            client: probe::probe_client(false),
-            insecure_client: std::sync::OnceLock::new(),
-            factory: self.factory,
+        let prober = self.prober.unwrap_or_else(|| {
+            Arc::new(Prober {
+                semaphore: Arc::new(Semaphore::new(self.max_concurrent_probes)),
+                client: probe::probe_client(false),
+                insecure_client: std::sync::OnceLock::new(),
+                factory: self.factory,
+                failure_log_level: self.failure_log_level,
+            })
         });
         let shared = Arc::new(Shared {
             prober,
@@ -155,11 +175,13 @@ impl Drop for ActiveMonitor {
 
 /// What sends probes: the bound, the shared clients, the request factory.
 pub(crate) struct Prober {
-    pub semaphore: Arc<Semaphore>,
-    pub client: reqwest::Client,
+    semaphore: Arc<Semaphore>,
+    client: reqwest::Client,
     /// Built on first use: only clusters with `DangerousAcceptAnyServerCertificate` need it.
-    pub insecure_client: std::sync::OnceLock<reqwest::Client>,
-    pub factory: Arc<dyn ProbeRequestFactory>,
+    insecure_client: std::sync::OnceLock<reqwest::Client>,
+    factory: Arc<dyn ProbeRequestFactory>,
+    /// The level failed probes are logged at, if they are logged one by one.
+    failure_log_level: Option<tracing::Level>,
 }
 
 impl std::fmt::Debug for Prober {
@@ -172,19 +194,36 @@ impl std::fmt::Debug for Prober {
 
 impl Prober {
     /// A prober with its own bound and clients (for the endpoint set).
-    pub fn new(max_concurrent: usize) -> Self {
+    pub fn new(max_concurrent: usize, failure_log_level: tracing::Level) -> Self {
         Prober {
             semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
             client: probe::probe_client(false),
             insecure_client: std::sync::OnceLock::new(),
             factory: Arc::new(DefaultProbeRequestFactory),
+            failure_log_level: Some(failure_log_level),
         }
     }
 
-    /// Probes every destination of `snapshot` concurrently (within the bound) and returns all
+    /// One round of `cluster` now: probes every destination, reports the results to the engine
+    /// and returns the cluster's probing settings; `None` when the cluster is gone or has active
+    /// checks disabled.
+    pub async fn probe_now(&self, engine: &Engine, cluster: &str) -> Option<ProbeTargets> {
+        let targets = engine.probe_targets(cluster)?;
+        let results = self.round(&targets).await;
+        if let Some(level) = self.failure_log_level {
+            for failed in results.iter().filter(|r| !r.is_success()) {
+                log_failure(level, cluster, &failed.destination, &failed.describe());
+            }
+        }
+        let _ = engine.report_probe_round(cluster, &results);
+        Some(targets)
+    }
+
+    /// Probes every destination of `targets` concurrently (within the bound) and returns all
     /// results once every probe finished or timed out.
-    pub async fn round(&self, snapshot: &ClusterSnapshot, timeout: Duration) -> Vec<ProbeResult> {
-        let config = &snapshot.settings.config;
+    async fn round(&self, targets: &ProbeTargets) -> Vec<ProbeResult> {
+        let config = &targets.cluster;
+        let timeout = targets.probing.timeout;
         let client = if config.dangerous_accept_any_server_certificate() {
             self.insecure_client
                 .get_or_init(|| probe::probe_client(true))
@@ -192,12 +231,12 @@ impl Prober {
             &self.client
         };
         let mut probes = JoinSet::new();
-        for destination in &snapshot.all {
+        for destination in &targets.destinations {
             let request = self.factory.create(config, destination);
             let (client, semaphore, id) = (
                 client.clone(),
                 self.semaphore.clone(),
-                destination.info.id.clone(),
+                destination.info().id.clone(),
             );
             probes.spawn(async move {
                 // The timeout starts once the probe may go: waiting for the bound is not the
@@ -206,7 +245,7 @@ impl Prober {
                 probe::send(&client, id, request, timeout).await
             });
         }
-        let mut results = Vec::with_capacity(snapshot.all.len());
+        let mut results = Vec::with_capacity(targets.destinations.len());
         while let Some(joined) = probes.join_next().await {
             if let Ok(result) = joined {
                 results.push(result);
@@ -265,14 +304,13 @@ async fn probe_cluster(
     let _ended = token.clone().drop_guard();
     let mut changes = engine.config_changes();
     loop {
-        let Some(plan) = engine.round_plan(&cluster) else {
-            return;
-        };
-        let results = tokio::select! {
+        let probed = tokio::select! {
             () = token.cancelled() => return,
-            results = shared.prober.round(&plan.snapshot, plan.timeout) => results,
+            probed = shared.prober.probe_now(&engine, &cluster) => probed,
         };
-        let _ = engine.report_probe_round(&cluster, &results);
+        if probed.is_none() {
+            return;
+        }
         let finished = tokio::time::Instant::now();
         let jitter = if shared.jitter.is_zero() {
             Duration::ZERO
@@ -288,15 +326,35 @@ async fn probe_cluster(
         // Wait `Interval` from the end of the round; a reload with a new interval re-reads it
         // without restarting the countdown.
         loop {
-            let Some(plan) = engine.round_plan(&cluster) else {
+            let Some(targets) = engine.probe_targets(&cluster) else {
                 return;
             };
-            let due = finished + plan.interval + jitter;
+            let due = finished + targets.probing.interval + jitter;
             tokio::select! {
                 () = token.cancelled() => return,
                 () = tokio::time::sleep_until(due) => break,
                 changed = changes.changed() => if changed.is_err() { return },
             }
+        }
+    }
+}
+
+fn log_failure(level: tracing::Level, cluster: &str, destination: &str, what: &str) {
+    match level {
+        tracing::Level::ERROR => {
+            tracing::error!(target: "healthpick", cluster, destination, "health probe failed: {what}")
+        }
+        tracing::Level::WARN => {
+            tracing::warn!(target: "healthpick", cluster, destination, "health probe failed: {what}")
+        }
+        tracing::Level::INFO => {
+            tracing::info!(target: "healthpick", cluster, destination, "health probe failed: {what}")
+        }
+        tracing::Level::DEBUG => {
+            tracing::debug!(target: "healthpick", cluster, destination, "health probe failed: {what}")
+        }
+        tracing::Level::TRACE => {
+            tracing::trace!(target: "healthpick", cluster, destination, "health probe failed: {what}")
         }
     }
 }

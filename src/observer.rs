@@ -10,7 +10,10 @@
 use std::time::Duration;
 
 use crate::events::HealthEvent;
-use crate::health::{HealthState, ProbeResult, Reason, RequestOutcome};
+use crate::health::outcome::RequestOutcome;
+use crate::health::probe_result::ProbeResult;
+use crate::health::reason::Reason;
+use crate::health::state::HealthState;
 
 /// What a policy evaluation judged.
 #[derive(Debug, Clone, Copy)]

@@ -14,10 +14,11 @@ use reqwest::header::{HeaderMap, HeaderValue, HOST, USER_AGENT};
 use reqwest::{Method, Version};
 use url::Url;
 
-use crate::config::ClusterConfig;
+use crate::config::model::ClusterConfig;
 use crate::destination::Destination;
-use crate::health::ProbeResult;
-use crate::service::HealthPayload;
+use crate::health::payload::HealthPayload;
+use crate::health::probe_result::ProbeResult;
+use crate::uri::probe_uri;
 
 /// At most this much of a probe's body is read (64 KiB); a longer body is cut there.
 pub const MAX_PROBE_BODY: usize = 64 * 1024;
@@ -85,12 +86,12 @@ impl ProbeRequestFactory for DefaultProbeRequestFactory {
         destination: &Destination,
     ) -> Result<ProbeRequest, String> {
         let active = cluster.health_check().active();
-        let base = destination.health_url().unwrap_or(destination.address());
-        let uri =
-            crate::uri::probe_uri(base.as_str(), active.path_setting(), active.query_setting())?;
+        let attributes = destination.attributes();
+        let base = attributes.health_url().unwrap_or(destination.address());
+        let uri = probe_uri(base.as_str(), active.path_setting(), active.query_setting())?;
         let mut headers = HeaderMap::new();
         headers.insert(USER_AGENT, HeaderValue::from_static(PROBE_USER_AGENT));
-        if let Some(host) = destination.host() {
+        if let Some(host) = attributes.host() {
             let value = HeaderValue::from_str(host)
                 .map_err(|_| format!("Host `{host}` is not a valid header value"))?;
             headers.insert(HOST, value);

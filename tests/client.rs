@@ -26,7 +26,7 @@ use client_support::{
     destination, http_client, init_tracing, wait_until, ClosedPort, EchoServer, Mode, RawServer,
 };
 use healthpick::{
-    ActiveMonitor, ClientError, Engine, HealthAwareClient, HealthEventKind, HealthState,
+    ActiveMonitor, ClientError, Engine, HealthAwareClient, HealthEventKind, HealthState, PickError,
     RetryPolicy,
 };
 use tokio::task::JoinSet;
@@ -840,7 +840,7 @@ async fn unknown_cluster_is_a_typed_error() {
         .await
         .expect_err("no such cluster");
     assert!(
-        matches!(&err, ClientError::UnknownCluster { cluster } if cluster == "nope"),
+        matches!(&err, ClientError::Pick(PickError::UnknownCluster { cluster }) if cluster == "nope"),
         "{err:?}"
     );
     assert!(err.to_string().contains("nope"));
@@ -907,7 +907,7 @@ async fn no_available_destination_sends_nothing() {
         .expect_err("nothing available");
     assert!(err.is_no_available_destinations(), "{err:?}");
     assert!(
-        matches!(&err, ClientError::NoAvailableDestinations { cluster } if cluster == "c"),
+        matches!(&err, ClientError::Pick(PickError::NoAvailableDestinations { cluster }) if cluster == "c"),
         "{err:?}"
     );
     assert!(err.to_string().contains("`c`"), "{err}");

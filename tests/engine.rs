@@ -7,7 +7,7 @@ use std::time::Duration;
 use healthpick::config::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig,
 };
-use healthpick::health::{
+use healthpick::policy::{
     ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, Availability,
     AvailableDestinationsPolicy, AvailablePolicyContext, PassiveHealthPolicy, PassivePolicyContext,
     PassiveVerdict,
@@ -46,14 +46,15 @@ fn reload_keeps_surviving_state_drops_removed_and_starts_new_unknown() {
     let held = engine.pick_endpoint("c").unwrap();
     assert_eq!(held.destination().id(), "b");
 
-    // Reload: `A` (same id, other case, new address) survives, `b` is removed, `n` is new.
+    // Reload: `A` (same id, other case, same address) survives, `b` is removed, `n` is new.
+    // (An address change under the same id is another instance: `tests/destination_sets.rs`.)
     engine
         .apply_config(
             Config::new().cluster(
                 ClusterConfig::new("C")
                     .active(ActiveHealthCheckConfig::enabled())
                     .metadata("ConsecutiveFailuresHealthPolicy.Threshold", "1")
-                    .destination(DestinationConfig::new("A", "http://127.0.0.1:11/"))
+                    .destination(DestinationConfig::new("A", "http://127.0.0.1:1/"))
                     .destination(DestinationConfig::new("n", "http://127.0.0.1:12/")),
             ),
         )
@@ -69,7 +70,7 @@ fn reload_keeps_surviving_state_drops_removed_and_starts_new_unknown() {
         HealthState::Unhealthy,
         "health survives the reload"
     );
-    assert_eq!(a.address, "http://127.0.0.1:11/", "the new address is used");
+    assert_eq!(a.address, "http://127.0.0.1:1/");
     assert_eq!(c.destination("n").unwrap().active, HealthState::Unknown);
     // `n` is the only usable one.
     assert_eq!(engine.pick_endpoint("c").unwrap().destination().id(), "n");
@@ -345,7 +346,7 @@ impl AvailableDestinationsPolicy for PrimariesOnly {
         Availability {
             destinations: all
                 .iter()
-                .filter(|d| d.metadata().get("role") == Some("primary"))
+                .filter(|d| d.attributes().metadata().get("role") == Some("primary"))
                 .cloned()
                 .collect(),
             panic: false,
@@ -508,4 +509,64 @@ async fn reactivation_fires_by_itself_on_tokio_time() {
         "{reasons:?}"
     );
     drop(held);
+}
+
+/// A load balancer that counts its preparations and picks the destination it prepared.
+struct CountingPrepare {
+    prepared: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct Chosen(usize);
+
+impl LoadBalancingPolicy for CountingPrepare {
+    fn prepare(&self, group: &[Arc<Destination>]) -> healthpick::selection::Prepared {
+        self.prepared
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // The last destination of the group, found once.
+        healthpick::selection::Prepared::new(Chosen(group.len().saturating_sub(1)))
+    }
+
+    fn pick(&self, ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
+        ctx.prepared::<Chosen>().map_or(0, |c| c.0)
+    }
+}
+
+#[test]
+fn a_load_balancer_prepares_once_per_change_of_its_group_never_per_pick() {
+    let prepared = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let engine = Engine::builder()
+        .load_balancing_policy(
+            "Counting",
+            CountingPrepare {
+                prepared: prepared.clone(),
+            },
+        )
+        .build();
+    engine
+        .load_json(
+            r#"{"Clusters": {"c": {"LoadBalancingPolicy": "Counting",
+                "HealthCheck": {"Active": {"Enabled": true}},
+                "Metadata": {"ConsecutiveFailuresHealthPolicy.Threshold": "1"},
+                "Destinations": {
+                    "a": {"Address": "http://127.0.0.1:1/"},
+                    "b": {"Address": "http://127.0.0.1:2/"},
+                    "c": {"Address": "http://127.0.0.1:3/"}}}}}"#,
+        )
+        .unwrap();
+    let count = || prepared.load(std::sync::atomic::Ordering::SeqCst);
+    let after_load = count();
+    assert!(after_load >= 1);
+    for _ in 0..1000 {
+        assert_eq!(engine.pick_endpoint("c").unwrap().destination().id(), "c");
+    }
+    assert_eq!(count(), after_load, "no preparation on the pick path");
+    // A health change rebuilds the group once and prepares it once.
+    engine
+        .report_probe_round("c", &[ProbeResult::status("c", 500)])
+        .unwrap();
+    assert_eq!(count(), after_load + 1);
+    assert_eq!(engine.pick_endpoint("c").unwrap().destination().id(), "b");
+    // A retry picks from its own group, prepared for it.
+    let retry = engine.pick_endpoint_excluding("c", &["b"]).unwrap();
+    assert_eq!(retry.destination().id(), "a");
 }

@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use healthpick::health::{
-    ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, HealthState, Reason,
-};
+use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use healthpick::simulate::{Scenario, Simulation};
 use healthpick::{Destination, PolicyRegistry, ProbeResult};
+use healthpick::{HealthState, Reason};
 use serde_json::Value;
 
 fn run_lines(scenario: &str) -> Vec<String> {

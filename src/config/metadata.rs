@@ -1,6 +1,27 @@
-//! String-to-string metadata with case-insensitive keys, as .NET configuration reads it.
+//! String-to-string metadata with case-insensitive keys, as .NET configuration reads it, and
+//! the metadata keys and number syntax YARP's built-in policies read (SPEC §2).
 
-use super::eq_ignore_case;
+use crate::ids::eq_ignore_case;
+
+/// Metadata key of the ConsecutiveFailures threshold (cluster metadata), as in YARP.
+pub const CONSECUTIVE_FAILURES_THRESHOLD_KEY: &str = "ConsecutiveFailuresHealthPolicy.Threshold";
+/// Metadata key of the TransportFailureRate limit (cluster metadata), as in YARP.
+pub const TRANSPORT_FAILURE_RATE_LIMIT_KEY: &str = "TransportFailureRateHealthPolicy.RateLimit";
+
+/// Metadata key of a destination's weight (healthpick extension; YARP ignores it).
+pub const WEIGHT_KEY: &str = "Weight";
+
+/// Reads a destination weight: a finite, non-negative number (`3`, `1.5`).
+pub(crate) fn parse_weight(value: &str) -> Option<f64> {
+    parse_number(value).filter(|w| *w >= 0.0)
+}
+
+/// Reads a metadata number as YARP's `double.TryParse` would (invariant culture).
+/// Non-finite values (`inf`, `NaN`, `1e999`) are refused: .NET's invariant parse does not read
+/// Rust's `inf` spellings, and an infinite threshold would silently disable the policy.
+pub(crate) fn parse_number(value: &str) -> Option<f64> {
+    value.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
 
 /// Metadata of a cluster or destination: string keys (compared case-insensitively) to string
 /// values, in the order they were given.

@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-use super::Metadata;
+use super::metadata::{
+    parse_number, parse_weight, Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+    TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+};
+use crate::ids::eq_ignore_case;
 
 /// Default load-balancing policy of a cluster.
 pub(crate) const DEFAULT_LOAD_BALANCING: &str = "PowerOfTwoChoices";
@@ -68,9 +72,7 @@ impl Config {
 
     /// The cluster with this id, compared case-insensitively.
     pub fn find_cluster(&self, id: &str) -> Option<&ClusterConfig> {
-        self.clusters
-            .iter()
-            .find(|c| super::eq_ignore_case(&c.id, id))
+        self.clusters.iter().find(|c| eq_ignore_case(&c.id, id))
     }
 
     /// The global health-policy options given with this config, if any.
@@ -219,21 +221,19 @@ impl ClusterConfig {
     /// The ConsecutiveFailures threshold in force: cluster metadata
     /// `ConsecutiveFailuresHealthPolicy.Threshold` when it is a finite number, else the default.
     pub fn failure_threshold(&self, options: &HealthPolicyOptions) -> f64 {
-        self.metadata_number(super::CONSECUTIVE_FAILURES_THRESHOLD_KEY)
+        self.metadata_number(CONSECUTIVE_FAILURES_THRESHOLD_KEY)
             .unwrap_or(options.consecutive_failures_threshold)
     }
 
     /// The TransportFailureRate limit in force: cluster metadata
     /// `TransportFailureRateHealthPolicy.RateLimit` when it is a finite number, else the default.
     pub fn failure_rate_limit(&self, options: &HealthPolicyOptions) -> f64 {
-        self.metadata_number(super::TRANSPORT_FAILURE_RATE_LIMIT_KEY)
+        self.metadata_number(TRANSPORT_FAILURE_RATE_LIMIT_KEY)
             .unwrap_or(options.default_failure_rate_limit)
     }
 
     fn metadata_number(&self, key: &str) -> Option<f64> {
-        self.metadata
-            .get(key)
-            .and_then(super::parse_metadata_number)
+        self.metadata.get(key).and_then(parse_number)
     }
 
     /// The probe interval in force.
@@ -522,5 +522,14 @@ impl DestinationConfig {
     /// The destination metadata.
     pub fn metadata_map(&self) -> &Metadata {
         &self.metadata
+    }
+
+    /// The weight load balancers give it: metadata `Weight` when it is a non-negative number,
+    /// else 1.
+    pub fn weight(&self) -> f64 {
+        self.metadata
+            .get(WEIGHT_KEY)
+            .and_then(parse_weight)
+            .unwrap_or(1.0)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{LoadBalancingPolicy, PickContext};
+use super::balancing::{LoadBalancingPolicy, PickContext};
 use crate::destination::Destination;
 
 /// The first destination with the fewest requests in flight.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{LoadBalancingPolicy, PickContext};
+use super::balancing::{LoadBalancingPolicy, PickContext};
 use crate::destination::Destination;
 
 /// Two distinct random indices i != j; fewer in flight wins, ties to i.

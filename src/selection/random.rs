@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{LoadBalancingPolicy, PickContext};
+use super::balancing::{LoadBalancingPolicy, PickContext};
 use crate::destination::Destination;
 
 /// Uniform random choice.

@@ -10,7 +10,8 @@ use ::axum::routing::get;
 use ::axum::{Json, Router};
 use serde::Serialize;
 
-use super::{status_code, Draining};
+use super::draining::Draining;
+use crate::health::payload::status_code;
 
 /// An axum router serving a service's health endpoints from `draining`:
 ///

@@ -11,8 +11,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::HealthPayload;
-use crate::ReportedHealth;
+use crate::health::payload::HealthPayload;
+use crate::health::state::ReportedHealth;
 
 /// The default drain delay (SPEC §9).
 const DEFAULT_DELAY: Duration = Duration::from_secs(10);

@@ -9,7 +9,8 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::run::outcome_json;
-use crate::health::{ProbeResult, RequestOutcome};
+use crate::health::outcome::RequestOutcome;
+use crate::health::probe_result::ProbeResult;
 use crate::observer::Observer;
 
 /// An [`Observer`] that writes every probe round and request outcome the engine takes, with times

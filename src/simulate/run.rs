@@ -9,13 +9,17 @@ use serde::Serialize;
 
 use super::scenario::{EventKind, Scenario, ScenarioError, ScenarioProblem, TimedEvent};
 use crate::clock::ManualClock;
-use crate::config::{check, Diagnostic};
-use crate::destination::PickHandle;
+use crate::config::check::check;
+use crate::config::diagnostics::Diagnostic;
+use crate::config::model::HealthPolicyOptions;
+use crate::destination::handle::PickHandle;
 use crate::engine::Engine;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
-use crate::health::{updater, Reason, RequestOutcome};
+use crate::health::outcome::RequestOutcome;
+use crate::health::reason::Reason;
+use crate::ids::eq_ignore_case;
 use crate::observer::{Evaluated, Evaluation, Observer};
-use crate::registry::PolicyRegistry;
+use crate::policy::registry::PolicyRegistry;
 
 /// Replays a [`Scenario`] through the engine and returns its decisions as JSON lines.
 ///
@@ -85,7 +89,7 @@ impl Simulation {
 fn read_globals(
     globals: &str,
     registry: &PolicyRegistry,
-) -> Result<crate::config::HealthPolicyOptions, ScenarioError> {
+) -> Result<HealthPolicyOptions, ScenarioError> {
     let doc = format!("{{\"HealthPolicies\": {globals}, \"Clusters\": {{}}}}");
     let report = check(&doc, registry, false);
     match report.config {
@@ -150,7 +154,7 @@ fn apply(
             if !engine.has_cluster(cluster) {
                 return fail("probe.cluster", unknown_cluster(engine, cluster));
             }
-            if engine.round_plan(cluster).is_none() {
+            if engine.probe_targets(cluster).is_none() {
                 return fail(
                     "probe.cluster",
                     format!(
@@ -159,7 +163,7 @@ fn apply(
                 );
             }
             for r in results {
-                if engine.find_destination(cluster, &r.destination).is_none() {
+                if !engine.has_destination(cluster, &r.destination) {
                     return fail(
                         &format!("probe.results.{}", r.destination),
                         format!("cluster `{cluster}` has no destination `{}`", r.destination),
@@ -174,10 +178,12 @@ fn apply(
             destination,
             outcome,
         } => {
-            let Some(d) = engine.find_destination(cluster, destination) else {
+            if engine
+                .report_outcome(cluster, destination, *outcome)
+                .is_err()
+            {
                 return fail("request", missing(engine, cluster, destination));
-            };
-            updater::request_completed(&d, *outcome);
+            }
         }
         EventKind::Pick {
             cluster,
@@ -217,10 +223,15 @@ fn apply(
             destination,
             delta,
         } => {
-            let Some(d) = engine.find_destination(cluster, destination) else {
+            if !engine.has_destination(cluster, destination) {
                 return fail("inflight", missing(engine, cluster, destination));
+            }
+            // The simulator is the only caller, so the handles it holds are the in-flight count.
+            let of_it = |h: &PickHandle| {
+                eq_ignore_case(h.destination().cluster_id(), cluster)
+                    && eq_ignore_case(h.destination().id(), destination)
             };
-            let now = d.in_flight() as i64;
+            let now = held.iter().filter(|h| of_it(h)).count() as i64;
             let next = now.saturating_add(*delta);
             if next < 0 {
                 return fail(
@@ -230,8 +241,17 @@ fn apply(
                     ),
                 );
             }
-            d.in_flight
-                .store(next as usize, std::sync::atomic::Ordering::Relaxed);
+            for _ in now..next {
+                match engine.hold(cluster, destination) {
+                    Ok(handle) => held.push(handle),
+                    Err(_) => return fail("inflight", missing(engine, cluster, destination)),
+                }
+            }
+            for _ in next..now {
+                if let Some(last) = held.iter().rposition(of_it) {
+                    drop(held.remove(last));
+                }
+            }
         }
         EventKind::Reload { config } => {
             let at = secs(engine.clock().now());

@@ -4,12 +4,15 @@
 use std::fmt;
 use std::time::Duration;
 
-use jsonc_parser::ast::{Object, ObjectPropName, Value};
-use jsonc_parser::common::Ranged;
-use jsonc_parser::CollectOptions;
+use crate::config::diagnostics::write_located;
+use crate::health::outcome::RequestOutcome;
+use crate::health::probe_result::ProbeResult;
+use crate::health::state::ReportedHealth;
+use crate::ids::eq_ignore_case;
+use crate::jsonc::{self, Json, JsonKind};
 
-use crate::config::{eq_ignore_case, parse_options};
-use crate::health::{ProbeResult, ReportedHealth, RequestOutcome};
+/// An object's members.
+type Members = [(String, Json)];
 
 /// A parsed scenario, ready for [`Simulation`](super::Simulation).
 #[derive(Debug, Clone)]
@@ -69,7 +72,7 @@ pub struct ScenarioProblem {
 
 impl fmt::Display for ScenarioProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::config::write_located(f, &self.path, &self.message)
+        write_located(f, &self.path, &self.message)
     }
 }
 
@@ -156,30 +159,11 @@ const TOP_KEYS: [&str; 6] = [
 ];
 const EVENT_KINDS: [&str; 5] = ["probe", "request", "pick", "inflight", "reload"];
 
-fn kind_of(value: &Value<'_>) -> &'static str {
-    match value {
-        Value::StringLit(_) => "a string",
-        Value::NumberLit(_) => "a number",
-        Value::BooleanLit(_) => "a boolean",
-        Value::Object(_) => "an object",
-        Value::Array(_) => "an array",
-        Value::NullKeyword(_) => "null",
-    }
-}
-
-fn key_of<'a>(name: &'a ObjectPropName<'_>) -> &'a str {
-    match name {
-        ObjectPropName::String(s) => &s.value,
-        ObjectPropName::Word(w) => w.value,
-    }
-}
-
-fn get<'o, 'a>(object: &'o Object<'a>, key: &str) -> Option<&'o Value<'a>> {
+fn get<'o>(object: &'o Members, key: &str) -> Option<&'o Json> {
     object
-        .properties
         .iter()
-        .find(|p| eq_ignore_case(key_of(&p.name), key))
-        .map(|p| &p.value)
+        .find(|(k, _)| eq_ignore_case(k, key))
+        .map(|(_, v)| v)
 }
 
 impl Reader {
@@ -196,27 +180,19 @@ impl Reader {
         text: &str,
         config_override: Option<&str>,
     ) -> Result<Scenario, ScenarioError> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let options = parse_options();
-        let parsed = jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &options)
-            .map_err(|e| {
-                self.problem(
-                    "",
-                    format!(
-                        "malformed JSON at line {} column {}: {}",
-                        e.line_display(),
-                        e.column_display(),
-                        e.kind()
-                    ),
-                );
-                self.finish_err()
-            })?;
-        let Some(Value::Object(root)) = &parsed.value else {
+        let parsed = jsonc::parse(text).map_err(|malformed| {
+            self.problem("", malformed);
+            self.finish_err()
+        })?;
+        let Some(Json {
+            kind: JsonKind::Object(root),
+            ..
+        }) = &parsed
+        else {
             self.problem("", "a scenario must be a JSON object");
             return Err(self.finish_err());
         };
-        for p in &root.properties {
-            let key = key_of(&p.name);
+        for (key, _) in root {
             if !TOP_KEYS.iter().any(|k| eq_ignore_case(k, key)) {
                 self.problem(
                     key,
@@ -230,13 +206,21 @@ impl Reader {
 
         let config = match (config_override, get(root, "config")) {
             (Some(config), _) => Some(config.to_string()),
-            (None, Some(value @ Value::Object(_))) => Some(slice(text, value)),
+            (
+                None,
+                Some(
+                    value @ Json {
+                        kind: JsonKind::Object(_),
+                        ..
+                    },
+                ),
+            ) => Some(value.text_in(text).to_string()),
             (None, Some(other)) => {
                 self.problem(
                     "config",
                     format!(
                         "must be a configuration document (an object), found {}",
-                        kind_of(other)
+                        other.kind_name()
                     ),
                 );
                 None
@@ -250,30 +234,50 @@ impl Reader {
             }
         };
         let globals = match get(root, "globals") {
-            None | Some(Value::NullKeyword(_)) => None,
-            Some(value @ Value::Object(_)) => Some(slice(text, value)),
+            None
+            | Some(Json {
+                kind: JsonKind::Null,
+                ..
+            }) => None,
+            Some(
+                value @ Json {
+                    kind: JsonKind::Object(_),
+                    ..
+                },
+            ) => Some(value.text_in(text).to_string()),
             Some(other) => {
                 self.problem(
                     "globals",
-                    format!("must be an object, found {}", kind_of(other)),
+                    format!("must be an object, found {}", other.kind_name()),
                 );
                 None
             }
         };
         let seed = match get(root, "seed") {
-            None | Some(Value::NullKeyword(_)) => 0,
+            None
+            | Some(Json {
+                kind: JsonKind::Null,
+                ..
+            }) => 0,
             Some(value) => self.integer(value, "seed").unwrap_or(0),
         };
         let until = match get(root, "until") {
-            None | Some(Value::NullKeyword(_)) => None,
+            None
+            | Some(Json {
+                kind: JsonKind::Null,
+                ..
+            }) => None,
             Some(value) => self.seconds(value, "until"),
         };
 
         let mut events = Vec::new();
         match get(root, "events") {
-            Some(Value::Array(array)) => {
+            Some(Json {
+                kind: JsonKind::Array(array),
+                ..
+            }) => {
                 let mut last = Duration::ZERO;
-                for (index, value) in array.elements.iter().enumerate() {
+                for (index, value) in array.iter().enumerate() {
                     self.event = Some(index);
                     if let Some(event) = self.event_at(text, index, value, &mut last) {
                         events.push(event);
@@ -284,7 +288,7 @@ impl Reader {
             None => self.problem("events", "missing: the timeline (an array of events)"),
             Some(other) => self.problem(
                 "events",
-                format!("must be an array, found {}", kind_of(other)),
+                format!("must be an array, found {}", other.kind_name()),
             ),
         }
         if let (Some(until), Some(last)) = (until, events.last()) {
@@ -322,22 +326,25 @@ impl Reader {
         &mut self,
         text: &str,
         index: usize,
-        value: &Value<'_>,
+        value: &Json,
         last: &mut Duration,
     ) -> Option<TimedEvent> {
         let base = format!("events[{index}]");
-        let Value::Object(object) = value else {
+        let Json {
+            kind: JsonKind::Object(object),
+            ..
+        } = value
+        else {
             self.problem(
                 base,
-                format!("an event must be an object, found {}", kind_of(value)),
+                format!("an event must be an object, found {}", value.kind_name()),
             );
             return None;
         };
         let mut kinds = Vec::new();
-        for p in &object.properties {
-            let key = key_of(&p.name);
+        for (key, value) in object {
             if let Some(kind) = EVENT_KINDS.iter().find(|k| eq_ignore_case(k, key)) {
-                kinds.push((*kind, &p.value));
+                kinds.push((*kind, value));
             } else if !eq_ignore_case(key, "at") && !eq_ignore_case(key, "note") {
                 self.problem(
                     format!("{base}.{key}"),
@@ -392,23 +399,33 @@ impl Reader {
         let path = format!("{base}.{kind}");
         let kind = match kind {
             "reload" => match body {
-                Value::Object(_) => Some(EventKind::Reload {
-                    config: slice(text, body),
+                Json {
+                    kind: JsonKind::Object(_),
+                    ..
+                } => Some(EventKind::Reload {
+                    config: body.text_in(text).to_string(),
                 }),
                 other => {
                     self.problem(
                         path,
                         format!(
                             "must be a configuration document (an object), found {}",
-                            kind_of(other)
+                            other.kind_name()
                         ),
                     );
                     None
                 }
             },
             _ => {
-                let Value::Object(body) = body else {
-                    self.problem(path, format!("must be an object, found {}", kind_of(body)));
+                let Json {
+                    kind: JsonKind::Object(body),
+                    ..
+                } = body
+                else {
+                    self.problem(
+                        path,
+                        format!("must be an object, found {}", body.kind_name()),
+                    );
                     return None;
                 };
                 self.event_body(kind, body, &path)
@@ -421,15 +438,14 @@ impl Reader {
         })
     }
 
-    fn event_body(&mut self, kind: &str, body: &Object<'_>, path: &str) -> Option<EventKind> {
+    fn event_body(&mut self, kind: &str, body: &Members, path: &str) -> Option<EventKind> {
         let allowed: &[&str] = match kind {
             "probe" => &["cluster", "results"],
             "request" => &["cluster", "destination", "outcome"],
             "pick" => &["cluster", "count", "hold"],
             _ => &["cluster", "destination", "delta"],
         };
-        for p in &body.properties {
-            let key = key_of(&p.name);
+        for (key, _) in body {
             if !allowed.iter().any(|k| eq_ignore_case(k, key)) {
                 self.problem(
                     format!("{path}.{key}"),
@@ -441,15 +457,16 @@ impl Reader {
         match kind {
             "probe" => {
                 let results = match get(body, "results") {
-                    Some(Value::Object(results)) => {
-                        self.probe_results(results, &format!("{path}.results"))
-                    }
+                    Some(Json {
+                        kind: JsonKind::Object(results),
+                        ..
+                    }) => self.probe_results(results, &format!("{path}.results")),
                     Some(other) => {
                         self.problem(
                             format!("{path}.results"),
                             format!(
                                 "must be an object of destination id to result, found {}",
-                                kind_of(other)
+                                other.kind_name()
                             ),
                         );
                         None
@@ -499,11 +516,14 @@ impl Reader {
                 };
                 let hold = match get(body, "hold") {
                     None => Some(false),
-                    Some(Value::BooleanLit(b)) => Some(b.value),
+                    Some(Json {
+                        kind: JsonKind::Bool(b),
+                        ..
+                    }) => Some(*b),
                     Some(other) => {
                         self.problem(
                             format!("{path}.hold"),
-                            format!("must be true or false, found {}", kind_of(other)),
+                            format!("must be true or false, found {}", other.kind_name()),
                         );
                         None
                     }
@@ -517,12 +537,15 @@ impl Reader {
             _ => {
                 let destination = self.required_string(body, path, "destination");
                 let delta = match get(body, "delta") {
-                    Some(Value::NumberLit(n)) => match n.value.parse::<i64>() {
+                    Some(Json {
+                        kind: JsonKind::Number(n),
+                        ..
+                    }) => match n.parse::<i64>() {
                         Ok(d) => Some(d),
                         Err(_) => {
                             self.problem(
                                 format!("{path}.delta"),
-                                format!("`{}` is not a whole number", n.value),
+                                format!("`{}` is not a whole number", n),
                             );
                             None
                         }
@@ -530,7 +553,7 @@ impl Reader {
                     Some(other) => {
                         self.problem(
                             format!("{path}.delta"),
-                            format!("must be a whole number, found {}", kind_of(other)),
+                            format!("must be a whole number, found {}", other.kind_name()),
                         );
                         None
                     }
@@ -551,13 +574,12 @@ impl Reader {
         }
     }
 
-    fn probe_results(&mut self, results: &Object<'_>, path: &str) -> Option<Vec<ProbeResult>> {
+    fn probe_results(&mut self, results: &Members, path: &str) -> Option<Vec<ProbeResult>> {
         let mut out = Vec::new();
         let mut ok = true;
-        for p in &results.properties {
-            let id = key_of(&p.name);
+        for (id, value) in results {
             let here = format!("{path}.{id}");
-            match self.probe_result(id, &p.value, &here) {
+            match self.probe_result(id, value, &here) {
                 Some(r) => out.push(r),
                 None => ok = false,
             }
@@ -565,21 +587,31 @@ impl Reader {
         ok.then_some(out)
     }
 
-    fn probe_result(&mut self, id: &str, value: &Value<'_>, path: &str) -> Option<ProbeResult> {
+    fn probe_result(&mut self, id: &str, value: &Json, path: &str) -> Option<ProbeResult> {
         const EXPECTED: &str = "an HTTP status, \"error\", {\"status\": 200, \"payload\": \"Degraded\"} or {\"error\": \"why\"}";
         match value {
-            Value::NumberLit(_) => self.status(value, path).map(|s| ProbeResult::status(id, s)),
-            Value::StringLit(s) if eq_ignore_case(&s.value, "error") => {
-                Some(ProbeResult::error(id, "probe failed"))
-            }
-            Value::Object(object) => {
+            Json {
+                kind: JsonKind::Number(_),
+                ..
+            } => self.status(value, path).map(|s| ProbeResult::status(id, s)),
+            Json {
+                kind: JsonKind::String(s),
+                ..
+            } if eq_ignore_case(s, "error") => Some(ProbeResult::error(id, "probe failed")),
+            Json {
+                kind: JsonKind::Object(object),
+                ..
+            } => {
                 if let Some(error) = get(object, "error") {
                     return match error {
-                        Value::StringLit(s) => Some(ProbeResult::error(id, s.value.to_string())),
+                        Json {
+                            kind: JsonKind::String(s),
+                            ..
+                        } => Some(ProbeResult::error(id, s.to_string())),
                         other => {
                             self.problem(
                                 format!("{path}.error"),
-                                format!("must be a string, found {}", kind_of(other)),
+                                format!("must be a string, found {}", other.kind_name()),
                             );
                             None
                         }
@@ -596,14 +628,21 @@ impl Reader {
                     }
                 };
                 let payload = match get(object, "payload") {
-                    None | Some(Value::NullKeyword(_)) => Some(None),
-                    Some(Value::StringLit(s)) => {
-                        match ReportedHealth::parse(&s.value) {
+                    None
+                    | Some(Json {
+                        kind: JsonKind::Null,
+                        ..
+                    }) => Some(None),
+                    Some(Json {
+                        kind: JsonKind::String(s),
+                        ..
+                    }) => {
+                        match ReportedHealth::parse(s) {
                             Some(r) => Some(Some(r)),
                             None => {
                                 self.problem(
                                 format!("{path}.payload"),
-                                format!("`{}` is not a health status (Healthy, Degraded or Unhealthy)", s.value),
+                                format!("`{}` is not a health status (Healthy, Degraded or Unhealthy)", s),
                             );
                                 None
                             }
@@ -612,7 +651,7 @@ impl Reader {
                     Some(other) => {
                         self.problem(
                             format!("{path}.payload"),
-                            format!("must be a string, found {}", kind_of(other)),
+                            format!("must be a string, found {}", other.kind_name()),
                         );
                         None
                     }
@@ -623,28 +662,37 @@ impl Reader {
                     None => result,
                 })
             }
-            Value::StringLit(s) => {
+            Json {
+                kind: JsonKind::String(s),
+                ..
+            } => {
                 self.problem(
                     path,
-                    format!("`{}` is not a probe result: expected {EXPECTED}", s.value),
+                    format!("`{}` is not a probe result: expected {EXPECTED}", s),
                 );
                 None
             }
             other => {
                 self.problem(
                     path,
-                    format!("expected {EXPECTED}, found {}", kind_of(other)),
+                    format!("expected {EXPECTED}, found {}", other.kind_name()),
                 );
                 None
             }
         }
     }
 
-    fn outcome(&mut self, value: &Value<'_>, path: &str) -> Option<RequestOutcome> {
+    fn outcome(&mut self, value: &Json, path: &str) -> Option<RequestOutcome> {
         match value {
-            Value::NumberLit(_) => self.status(value, path).map(RequestOutcome::Status),
-            Value::StringLit(s) => {
-                let t = s.value.as_ref();
+            Json {
+                kind: JsonKind::Number(_),
+                ..
+            } => self.status(value, path).map(RequestOutcome::Status),
+            Json {
+                kind: JsonKind::String(s),
+                ..
+            } => {
+                let t = s.as_str();
                 if eq_ignore_case(t, "success") {
                     Some(RequestOutcome::Success)
                 } else if eq_ignore_case(t, "transport-failure") {
@@ -662,14 +710,14 @@ impl Reader {
             other => {
                 self.problem(
                     path,
-                    format!("expected success, transport-failure, cancelled or an HTTP status, found {}", kind_of(other)),
+                    format!("expected success, transport-failure, cancelled or an HTTP status, found {}", other.kind_name()),
                 );
                 None
             }
         }
     }
 
-    fn status(&mut self, value: &Value<'_>, path: &str) -> Option<u16> {
+    fn status(&mut self, value: &Json, path: &str) -> Option<u16> {
         match self.integer(value, path)? {
             n @ 100..=999 => Some(n as u16),
             n => {
@@ -679,17 +727,23 @@ impl Reader {
         }
     }
 
-    fn required_string(&mut self, body: &Object<'_>, path: &str, key: &str) -> Option<String> {
+    fn required_string(&mut self, body: &Members, path: &str, key: &str) -> Option<String> {
         match get(body, key) {
-            Some(Value::StringLit(s)) if !s.value.is_empty() => Some(s.value.to_string()),
-            Some(Value::StringLit(_)) => {
+            Some(Json {
+                kind: JsonKind::String(s),
+                ..
+            }) if !s.is_empty() => Some(s.to_string()),
+            Some(Json {
+                kind: JsonKind::String(_),
+                ..
+            }) => {
                 self.problem(format!("{path}.{key}"), "must not be empty");
                 None
             }
             Some(other) => {
                 self.problem(
                     format!("{path}.{key}"),
-                    format!("must be a string, found {}", kind_of(other)),
+                    format!("must be a string, found {}", other.kind_name()),
                 );
                 None
             }
@@ -700,15 +754,15 @@ impl Reader {
         }
     }
 
-    fn integer(&mut self, value: &Value<'_>, path: &str) -> Option<u64> {
+    fn integer(&mut self, value: &Json, path: &str) -> Option<u64> {
         match value {
-            Value::NumberLit(n) => match n.value.parse::<u64>() {
+            Json {
+                kind: JsonKind::Number(n),
+                ..
+            } => match n.parse::<u64>() {
                 Ok(v) => Some(v),
                 Err(_) => {
-                    self.problem(
-                        path,
-                        format!("`{}` is not a non-negative whole number", n.value),
-                    );
+                    self.problem(path, format!("`{}` is not a non-negative whole number", n));
                     None
                 }
             },
@@ -717,7 +771,7 @@ impl Reader {
                     path,
                     format!(
                         "must be a non-negative whole number, found {}",
-                        kind_of(other)
+                        other.kind_name()
                     ),
                 );
                 None
@@ -725,31 +779,27 @@ impl Reader {
         }
     }
 
-    fn seconds(&mut self, value: &Value<'_>, path: &str) -> Option<Duration> {
-        let Value::NumberLit(n) = value else {
+    fn seconds(&mut self, value: &Json, path: &str) -> Option<Duration> {
+        let Json {
+            kind: JsonKind::Number(n),
+            ..
+        } = value
+        else {
             self.problem(
                 path,
-                format!("must be a number of seconds, found {}", kind_of(value)),
+                format!("must be a number of seconds, found {}", value.kind_name()),
             );
             return None;
         };
-        match n.value.parse::<f64>() {
+        match n.parse::<f64>() {
             Ok(s) if (0.0..1e12).contains(&s) => Some(Duration::from_secs_f64(s)),
             _ => {
                 self.problem(
                     path,
-                    format!("`{}` is not a time in seconds (0 or more)", n.value),
+                    format!("`{}` is not a time in seconds (0 or more)", n),
                 );
                 None
             }
         }
     }
-}
-
-/// The source text of a value, so a nested configuration reads exactly as a file would.
-fn slice(text: &str, value: &Value<'_>) -> String {
-    let range = value.range();
-    text.get(range.start..range.end)
-        .unwrap_or_default()
-        .to_string()
 }

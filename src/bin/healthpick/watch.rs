@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use clap::Args;
 use healthpick::config::{check, Config};
-use healthpick::health::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, Reason};
+use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use healthpick::table::{LiveTable, OutputMode, StatusTable};
+use healthpick::Reason;
 use healthpick::{
     ActiveMonitor, Destination, Engine, EngineStatus, HealthClass, HealthState, PolicyRegistry,
     ProbeResult,

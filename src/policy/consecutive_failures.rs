@@ -4,16 +4,21 @@
 //! keeps the previous state, so a new destination stays Unknown until it fails `threshold` times
 //! or succeeds once.
 
-use super::{
-    ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, HealthState, ProbeResult, Reason,
-};
+use super::active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use crate::destination::Destination;
+use crate::health::probe_result::ProbeResult;
+use crate::health::reason::Reason;
+use crate::health::state::HealthState;
 
 /// Ejects a destination after `threshold` consecutive failed probes (cluster metadata
 /// `ConsecutiveFailuresHealthPolicy.Threshold`, default 2; a fractional threshold such as `2.5`
 /// means the third failure, and a threshold <= 0 the first).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConsecutiveFailures;
+
+/// The policy's data in each destination's state slot.
+#[derive(Debug, Default)]
+struct FailedProbes(u32);
 
 impl ActiveHealthPolicy for ConsecutiveFailures {
     fn probing_completed(
@@ -26,24 +31,27 @@ impl ActiveHealthPolicy for ConsecutiveFailures {
             .iter()
             .enumerate()
             .map(|(index, (destination, result))| {
-                let mut data = destination.info.state.policy.lock();
-                let health = if result.is_success() {
-                    data.consecutive_failures = 0;
-                    HealthState::Healthy
-                } else {
-                    data.consecutive_failures = data.consecutive_failures.saturating_add(1);
-                    if f64::from(data.consecutive_failures) >= threshold {
-                        HealthState::Unhealthy
+                let failures = ctx.with_state(destination, |failed: &mut FailedProbes| {
+                    failed.0 = if result.is_success() {
+                        0
                     } else {
-                        destination.info.state.active()
-                    }
+                        failed.0.saturating_add(1)
+                    };
+                    failed.0
+                });
+                let health = if failures == 0 {
+                    HealthState::Healthy
+                } else if f64::from(failures) >= threshold {
+                    HealthState::Unhealthy
+                } else {
+                    destination.health().active
                 };
                 ActiveVerdict {
                     index,
                     health,
                     reason: Reason::Probe {
                         result: result.describe(),
-                        consecutive_failures: data.consecutive_failures,
+                        consecutive_failures: failures,
                     },
                 }
             })

@@ -1,12 +1,12 @@
-//! Available-destinations policies: who may receive traffic (SPEC §5).
+//! The available-destinations extension point: who may receive traffic (SPEC §5).
 //!
 //! Evaluated whenever a health part of a cluster's destination changes and on config change,
 //! never on the request path.
 
 use std::sync::Arc;
 
-use super::HealthState;
 use crate::destination::Destination;
+use crate::health::state::HealthState;
 
 /// The destinations that may receive traffic, and whether the policy fell back to all of them.
 #[derive(Debug, Clone, Default)]
@@ -54,53 +54,4 @@ pub trait AvailableDestinationsPolicy: Send + Sync + 'static {
     /// The destinations of `all` (config order) that may receive traffic.
     fn available(&self, ctx: &AvailablePolicyContext<'_>, all: &[Arc<Destination>])
         -> Availability;
-}
-
-/// Destinations not marked Unhealthy by an enabled check; none left means no traffic
-/// (`NoAvailableDestinations`, YARP's 503).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HealthyAndUnknown;
-
-impl AvailableDestinationsPolicy for HealthyAndUnknown {
-    fn available(
-        &self,
-        ctx: &AvailablePolicyContext<'_>,
-        all: &[Arc<Destination>],
-    ) -> Availability {
-        let destinations = if ctx.active_enabled || ctx.passive_enabled {
-            all.iter()
-                .filter(|d| !ctx.is_excluded(d))
-                .cloned()
-                .collect()
-        } else {
-            all.to_vec()
-        };
-        Availability {
-            destinations,
-            panic: false,
-        }
-    }
-}
-
-/// [`HealthyAndUnknown`], or every destination when that is empty ("panic"): sending traffic to
-/// possibly-dead instances beats failing every request. The default.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HealthyOrPanic;
-
-impl AvailableDestinationsPolicy for HealthyOrPanic {
-    fn available(
-        &self,
-        ctx: &AvailablePolicyContext<'_>,
-        all: &[Arc<Destination>],
-    ) -> Availability {
-        let healthy = HealthyAndUnknown.available(ctx, all);
-        if healthy.destinations.is_empty() && !all.is_empty() {
-            Availability {
-                destinations: all.to_vec(),
-                panic: true,
-            }
-        } else {
-            healthy
-        }
-    }
 }

@@ -4,15 +4,15 @@
 
 use std::time::Duration;
 
-use jsonc_parser::ast::{ObjectPropName, Value};
-use jsonc_parser::{CollectOptions, ParseOptions};
-
-use super::timespan::parse_timespan;
-use super::validate::{Diagnostics, Place};
-use super::{
-    eq_ignore_case, ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig,
-    HealthPolicyOptions, Metadata, PassiveHealthCheckConfig,
+use super::diagnostics::{Diagnostics, Place};
+use super::metadata::{parse_number, Metadata};
+use super::model::{
+    ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
+    PassiveHealthCheckConfig,
 };
+use super::timespan::parse_timespan;
+use crate::ids::{eq_ignore_case, fold_case};
+use crate::jsonc::{self, Json, JsonKind};
 
 /// A configuration tree as .NET sees it: objects (arrays become objects with keys `0`, `1`, ...)
 /// and scalar values kept as text.
@@ -25,29 +25,22 @@ enum Node {
 }
 
 impl Node {
-    fn from_ast(value: Value<'_>) -> Node {
-        match value {
-            Value::StringLit(s) => Node::Value(s.value.into_owned()),
-            Value::NumberLit(n) => Node::Value(n.value.to_string()),
-            Value::BooleanLit(b) => Node::Value(if b.value { "True" } else { "False" }.into()),
-            Value::NullKeyword(_) => Node::Null,
-            Value::Object(o) => Node::Object(
-                o.properties
+    fn from_json(value: Json) -> Node {
+        match value.kind {
+            JsonKind::String(s) | JsonKind::Number(s) => Node::Value(s),
+            JsonKind::Bool(b) => Node::Value(if b { "True" } else { "False" }.into()),
+            JsonKind::Null => Node::Null,
+            JsonKind::Object(members) => Node::Object(
+                members
                     .into_iter()
-                    .map(|p| {
-                        let name = match p.name {
-                            ObjectPropName::String(s) => s.value.into_owned(),
-                            ObjectPropName::Word(w) => w.value.to_string(),
-                        };
-                        (name, Node::from_ast(p.value))
-                    })
+                    .map(|(name, v)| (name, Node::from_json(v)))
                     .collect(),
             ),
-            Value::Array(a) => Node::Object(
-                a.elements
+            JsonKind::Array(items) => Node::Object(
+                items
                     .into_iter()
                     .enumerate()
-                    .map(|(i, v)| (i.to_string(), Node::from_ast(v)))
+                    .map(|(i, v)| (i.to_string(), Node::from_json(v)))
                     .collect(),
             ),
         }
@@ -80,49 +73,19 @@ impl Node {
     }
 }
 
-/// The JSON dialect of .NET configuration files: comments and trailing commas, otherwise strict
-/// JSON as System.Text.Json reads appsettings files. Scenario files use it too.
-pub(crate) fn parse_options() -> ParseOptions {
-    ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    }
-}
-
 /// Reads a document; problems go to `diags`. `None` when the text is not a JSON object at all.
 pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
-    let options = parse_options();
-    // Editors such as Visual Studio save appsettings.json with a byte-order mark; .NET skips it.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let parsed = match jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &options) {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            diags.error(
-                "",
-                format!(
-                    "malformed JSON at line {} column {}: {}",
-                    e.line_display(),
-                    e.column_display(),
-                    e.kind()
-                ),
-            );
-            return None;
-        }
-    };
-    let root = match parsed.value {
-        Some(value @ Value::Object(_)) => Node::from_ast(value),
-        Some(other) => {
-            let found = match other {
-                Value::Array(_) => "an array",
-                Value::NullKeyword(_) => "null",
+    let root = match jsonc::parse(text) {
+        Ok(Some(
+            value @ Json {
+                kind: JsonKind::Object(_),
+                ..
+            },
+        )) => Node::from_json(value),
+        Ok(Some(other)) => {
+            let found = match other.kind {
+                JsonKind::Array(_) => "an array",
+                JsonKind::Null => "null",
                 _ => "a value",
             };
             diags.error(
@@ -131,8 +94,12 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
             );
             return None;
         }
-        None => {
+        Ok(None) => {
             diags.error("", "the document is empty");
+            return None;
+        }
+        Err(malformed) => {
+            diags.error("", malformed);
             return None;
         }
     };
@@ -183,7 +150,7 @@ fn check_duplicate_keys(node: &Node, path: &str, diags: &mut Diagnostics) {
     let mut seen: std::collections::HashMap<String, &str> =
         std::collections::HashMap::with_capacity(entries.len());
     for (key, _) in entries {
-        if let Some(first) = seen.get(&super::fold_case(key)) {
+        if let Some(first) = seen.get(&fold_case(key)) {
             let at = if path.is_empty() {
                 key.clone()
             } else {
@@ -196,7 +163,7 @@ fn check_duplicate_keys(node: &Node, path: &str, diags: &mut Diagnostics) {
                 ),
             );
         } else {
-            seen.insert(super::fold_case(key), key);
+            seen.insert(fold_case(key), key);
         }
     }
 }
@@ -512,7 +479,7 @@ fn read_health_policies(node: &Node, diags: &mut Diagnostics) -> HealthPolicyOpt
     ];
     for (key, slot) in numbers {
         if let Some(text) = r.text(node, "", key) {
-            match super::validate::parse_metadata_number(&text) {
+            match parse_number(&text) {
                 Some(v) => *slot = v,
                 None => r.diags.error(
                     r.place.path(key),

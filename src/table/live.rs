@@ -1,36 +1,5 @@
-//! A live text table of destination health (SPEC §10): what `healthpick watch` and the demo show.
-//!
-//! [`StatusTable`] renders an [`EngineStatus`] as one row per destination: cluster, destination,
-//! tier, active / passive / reported health, whether it is available (and in the best group),
-//! requests in flight, requests served (a counter the caller may supply) and the last change with
-//! its reason. Column widths follow the content.
-//!
-//! [`LiveTable`] keeps that table on screen while things change, in one of two [`OutputMode`]s:
-//!
-//! - [`OutputMode::Redraw`] (a terminal): the table and the most recent changes below it are
-//!   redrawn in place with plain ANSI escapes (cursor up, clear to end of screen). Line wrapping
-//!   is switched off while a frame is written, so a row wider than the terminal is cut at the
-//!   edge instead of breaking the line count.
-//! - [`OutputMode::Lines`] (a pipe, a file, a CI log): nothing is ever redrawn. Each change is one
-//!   timestamped line (`[  3.2s] orders/local-1: active Healthy -> Unhealthy (...)`), and the
-//!   table is printed again, every row stamped the same way, when its health columns changed or
-//!   when it has not been printed for a while.
-//!
-//! Both are plain functions over the status snapshot; nothing here touches the network or spawns
-//! tasks, so the caller decides when to update (a timer, each event, or once).
-//!
-//! ```
-//! use healthpick::table::StatusTable;
-//! use healthpick::Engine;
-//!
-//! let engine = Engine::from_json(r#"{"Clusters": {"orders": {"Destinations": {
-//!     "local-1":  { "Address": "http://127.0.0.1:8001/" },
-//!     "remote-1": { "Address": "http://127.0.0.1:9001/", "Priority": 1 } } } } }"#)?;
-//! let text = StatusTable::new().render(&engine.status());
-//! assert!(text.starts_with("CLUSTER  DESTINATION  TIER  ACTIVE  PASSIVE  REPORTED  AVAILABLE"));
-//! assert!(text.contains("orders   local-1         0  off     off      -         yes (best)"));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! Keeping the table on screen while things change: redrawn in place on a terminal, timestamped
+//! lines elsewhere.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -38,184 +7,11 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::describe::describe_event;
+use super::render::StatusTable;
 use crate::clock::{Clock, SystemClock};
-use crate::events::{HealthEvent, HealthEventKind};
-use crate::status::{ClusterStatus, DestinationStatus, EngineStatus};
-
-/// A per-destination counter the caller supplies (for example requests each backend served):
-/// given the cluster id and the destination id, the count, or `None` for "not known" (shown `-`).
-pub type Counter = dyn Fn(&str, &str) -> Option<u64> + Send + Sync;
-
-/// Renders an [`EngineStatus`] as a text table, one row per destination, in config order.
-///
-/// Columns: `CLUSTER`, `DESTINATION`, `TIER`, `ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`,
-/// `IN FLIGHT`, `SERVED` (only with a [`served`](Self::served) counter) and `LAST CHANGE`.
-///
-/// - `ACTIVE` / `PASSIVE` show `off` when the cluster does not run that check;
-/// - `REPORTED` shows `-` until a probe read a health payload;
-/// - `AVAILABLE` is `yes (best)` for a destination in the best group (it gets picks now), `yes`
-///   for one that may receive traffic but ranks lower (a Degraded one, a remote tier), `no` for
-///   one excluded by its checks, and `panic` / `panic (best)` when the cluster is in panic mode
-///   (every destination failed its checks and all of them get traffic anyway);
-/// - `LAST CHANGE` is the last health change and its reason, `-` before any.
-///
-/// Every column is as wide as its widest cell; rows carry no trailing spaces.
-pub struct StatusTable {
-    served: Option<Box<Counter>>,
-    max_reason_width: Option<usize>,
-}
-
-impl fmt::Debug for StatusTable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StatusTable")
-            .field("served", &self.served.is_some())
-            .field("max_reason_width", &self.max_reason_width)
-            .finish()
-    }
-}
-
-impl Default for StatusTable {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-const HEADERS: [&str; 10] = [
-    "CLUSTER",
-    "DESTINATION",
-    "TIER",
-    "ACTIVE",
-    "PASSIVE",
-    "REPORTED",
-    "AVAILABLE",
-    "IN FLIGHT",
-    "SERVED",
-    "LAST CHANGE",
-];
-const SERVED_COLUMN: usize = 8;
-/// Columns aligned to the right (numbers).
-const RIGHT_ALIGNED: [usize; 3] = [2, 7, 8];
-
-impl StatusTable {
-    /// A table without a `SERVED` column and with reasons shown in full.
-    pub fn new() -> Self {
-        StatusTable {
-            served: None,
-            max_reason_width: None,
-        }
-    }
-
-    /// Adds a `SERVED` column filled by `counter(cluster_id, destination_id)`. Default: no such
-    /// column. A map works too: `move |_, d| map.get(d).copied()`.
-    #[must_use]
-    pub fn served(
-        mut self,
-        counter: impl Fn(&str, &str) -> Option<u64> + Send + Sync + 'static,
-    ) -> Self {
-        self.served = Some(Box::new(counter));
-        self
-    }
-
-    /// Cuts `LAST CHANGE` cells longer than `chars` characters, ending them with `...`.
-    /// Default: no limit.
-    #[must_use]
-    pub fn max_reason_width(mut self, chars: usize) -> Self {
-        self.max_reason_width = Some(chars.max(4));
-        self
-    }
-
-    /// The table as text: a header row, then one row per destination, each ending with `\n`.
-    pub fn render(&self, status: &EngineStatus) -> String {
-        let mut text = String::new();
-        for row in self.lines(status) {
-            text.push_str(&row);
-            text.push('\n');
-        }
-        text
-    }
-
-    /// The table's rows, the header first, without line ends.
-    pub fn lines(&self, status: &EngineStatus) -> Vec<String> {
-        let mut rows: Vec<[String; 10]> = vec![HEADERS.map(String::from)];
-        for cluster in &status.clusters {
-            for d in &cluster.destinations {
-                rows.push(self.cells(cluster, d));
-            }
-        }
-        let shown: Vec<usize> = (0..HEADERS.len())
-            .filter(|&c| c != SERVED_COLUMN || self.served.is_some())
-            .collect();
-        let widths: Vec<usize> = (0..HEADERS.len())
-            .map(|c| rows.iter().map(|r| width(&r[c])).max().unwrap_or(0))
-            .collect();
-        rows.iter()
-            .map(|row| {
-                let mut line = String::new();
-                for (i, &c) in shown.iter().enumerate() {
-                    let cell = &row[c];
-                    let pad = widths[c] - width(cell);
-                    if i > 0 {
-                        line.push_str("  ");
-                    }
-                    if RIGHT_ALIGNED.contains(&c) {
-                        line.extend(std::iter::repeat_n(' ', pad));
-                        line.push_str(cell);
-                    } else {
-                        line.push_str(cell);
-                        if i + 1 < shown.len() {
-                            line.extend(std::iter::repeat_n(' ', pad));
-                        }
-                    }
-                }
-                line
-            })
-            .collect()
-    }
-
-    fn cells(&self, cluster: &ClusterStatus, d: &DestinationStatus) -> [String; 10] {
-        let state = |enabled: bool, s: crate::HealthState| {
-            if enabled {
-                s.to_string()
-            } else {
-                "off".to_string()
-            }
-        };
-        let available = match (d.available, d.in_best_group, cluster.panic) {
-            (false, _, _) => "no",
-            (true, true, false) => "yes (best)",
-            (true, false, false) => "yes",
-            (true, true, true) => "panic (best)",
-            (true, false, true) => "panic",
-        };
-        let served = self
-            .served
-            .as_ref()
-            .and_then(|counter| counter(&cluster.id, &d.id))
-            .map_or_else(|| "-".to_string(), |n| n.to_string());
-        let reason = d.last_reason.as_deref().unwrap_or("-");
-        let reason = match self.max_reason_width {
-            Some(max) if width(reason) > max => {
-                let mut cut: String = reason.chars().take(max - 3).collect();
-                cut.push_str("...");
-                cut
-            }
-            _ => reason.to_string(),
-        };
-        [
-            cluster.id.clone(),
-            d.id.clone(),
-            d.tier.to_string(),
-            state(cluster.active_enabled, d.active),
-            state(cluster.passive_enabled, d.passive),
-            d.reported
-                .map_or_else(|| "-".to_string(), |r| r.to_string()),
-            available.to_string(),
-            d.in_flight.to_string(),
-            served,
-            reason,
-        ]
-    }
-}
+use crate::engine::status::EngineStatus;
+use crate::events::HealthEvent;
 
 /// What defines "the table changed" in [`OutputMode::Lines`]: every column except the counters
 /// (in flight, served), which move with every request.
@@ -238,45 +34,6 @@ fn health_key(status: &EngineStatus) -> String {
         }
     }
     key
-}
-
-fn width(text: &str) -> usize {
-    text.chars().count()
-}
-
-/// One line describing a change event:
-/// `orders/local-1: active Healthy -> Unhealthy (probe HTTP 503, 2 consecutive failures)`, or
-/// `orders: available local-2, local-3` (with ` (PANIC)` in panic mode, `nothing` when empty).
-pub fn describe_event(event: &HealthEvent) -> String {
-    match &event.kind {
-        HealthEventKind::HealthChanged {
-            destination,
-            part,
-            from,
-            to,
-            reason,
-        } => format!(
-            "{}/{destination}: {part} {from} -> {to} ({reason})",
-            event.cluster
-        ),
-        HealthEventKind::AvailabilityChanged { available, panic } => {
-            let list = if available.is_empty() {
-                "nothing".to_string()
-            } else {
-                available
-                    .iter()
-                    .map(|d| d.as_ref())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let panic = if *panic {
-                " (PANIC: every destination failed its checks, all get traffic)"
-            } else {
-                ""
-            };
-            format!("{}: available {list}{panic}", event.cluster)
-        }
-    }
 }
 
 /// How a [`LiveTable`] writes.
@@ -571,13 +328,16 @@ impl<W: Write> LiveTable<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{HealthClass, HealthState, ReportedHealth};
-    use crate::{HealthPart, PartValue, Reason};
+    use crate::engine::status::{ClusterStatus, DestinationStatus};
+    use crate::events::{HealthEventKind, PartValue};
+    use crate::health::reason::Reason;
+    use crate::health::state::{HealthClass, HealthPart, HealthState, ReportedHealth};
 
     fn destination(id: &str, tier: u32) -> DestinationStatus {
         DestinationStatus {
             id: id.to_string(),
             address: format!("http://{id}/"),
+            source: "config".to_string(),
             tier,
             active: HealthState::Healthy,
             passive: HealthState::Unknown,

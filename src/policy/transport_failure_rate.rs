@@ -13,9 +13,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{
-    HealthState, PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, Reason, RequestOutcome,
-};
+use super::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+use crate::health::outcome::RequestOutcome;
+use crate::health::reason::Reason;
+use crate::health::state::HealthState;
 
 /// Ejects a destination whose transport-failure rate over the detection window reaches the
 /// cluster's limit (metadata `TransportFailureRateHealthPolicy.RateLimit`, default 0.3).
@@ -30,12 +31,14 @@ impl PassiveHealthPolicy for TransportFailureRate {
         outcome: RequestOutcome,
     ) -> Option<PassiveVerdict> {
         let options = ctx.options();
-        let counts = ctx.destination.info.state.policy.lock().history.add(
-            ctx.now(),
-            options.detection_window_size,
-            options.minimal_total_count_threshold,
-            outcome.is_transport_failure(),
-        );
+        let counts = ctx.with_state(|history: &mut FailureHistory| {
+            history.add(
+                ctx.now(),
+                options.detection_window_size,
+                options.minimal_total_count_threshold,
+                outcome.is_transport_failure(),
+            )
+        });
         let limit = ctx.failure_rate_limit();
         let health = if counts.rate < limit {
             HealthState::Healthy
@@ -43,7 +46,7 @@ impl PassiveHealthPolicy for TransportFailureRate {
             HealthState::Unhealthy
         };
         // Reactivating before the history expires would let old failures eject it again at once.
-        let period = ctx.settings.config.effective_reactivation_period(options);
+        let period = ctx.effective_reactivation_period();
         Some(PassiveVerdict {
             health,
             reason: Reason::FailureRate {
@@ -61,15 +64,15 @@ const BUCKET: Duration = Duration::from_secs(1);
 
 /// Counts of the window after an outcome was added.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct WindowCounts {
-    pub failed: u64,
-    pub total: u64,
-    pub rate: f64,
+struct WindowCounts {
+    failed: u64,
+    total: u64,
+    rate: f64,
 }
 
-/// One destination's outcome history (YARP's `ProxiedRequestHistory`).
+/// One destination's outcome history (YARP's `ProxiedRequestHistory`), kept in its state slot.
 #[derive(Debug, Default)]
-pub(crate) struct FailureHistory {
+struct FailureHistory {
     /// Closing time of the open bucket; `None` before the first outcome.
     open_closes_at: Option<Duration>,
     open_total: u64,
@@ -81,7 +84,7 @@ pub(crate) struct FailureHistory {
 }
 
 impl FailureHistory {
-    pub fn add(
+    fn add(
         &mut self,
         now: Duration,
         window: Duration,

@@ -1,0 +1,5 @@
+//! One cluster at run time (SPEC §5, §6): its settings with every policy resolved, and the
+//! immutable snapshot that every reader loads.
+
+pub(crate) mod settings;
+pub(crate) mod snapshot;

@@ -1,0 +1,38 @@
+//! Checking a configuration document: read it, validate it and ask the policies it names
+//! whether they exist, collecting every problem in document order (what `healthpick check`
+//! and [`Config::from_json`] report).
+
+use super::diagnostics::{CheckReport, Diagnostic, Diagnostics};
+use super::model::Config;
+use super::read::read;
+use super::validate::{sort_in_document_order, validate};
+
+/// Whether the policy names a configuration uses exist: implemented by
+/// [`PolicyRegistry`](crate::PolicyRegistry), which resolves each name once and reports the
+/// unknown ones, listing the names it knows.
+pub trait PolicyNames {
+    /// The problems of `config`'s policy names: one error per unknown name (load-balancing and
+    /// available-destinations policies always, active and passive ones when that check is
+    /// enabled).
+    fn policy_problems(&self, config: &Config) -> Vec<Diagnostic>;
+}
+
+/// Reads and validates a JSON document against `policies`' names (usually a
+/// [`PolicyRegistry`](crate::PolicyRegistry)), collecting every problem. Nothing is applied
+/// anywhere.
+pub fn check(text: &str, policies: &dyn PolicyNames, strict: bool) -> CheckReport {
+    let mut diags = Diagnostics::default();
+    let config = read(text, &mut diags);
+    if let Some(config) = &config {
+        validate(config, &mut diags);
+        diags.extend(policies.policy_problems(config));
+        sort_in_document_order(config, &mut diags.errors);
+        sort_in_document_order(config, &mut diags.warnings);
+    }
+    diags.finish(strict);
+    CheckReport {
+        config,
+        errors: diags.errors,
+        warnings: diags.warnings,
+    }
+}

@@ -1,0 +1,101 @@
+//! What a source says about one instance (SPEC §13): a key that is stable within the source, the
+//! address requests go to, and the attributes that may change without making it another
+//! instance. Sources publish full sets of these; the engine turns them into destinations.
+
+use url::Url;
+
+use super::attributes::DestinationAttributes;
+use crate::config::metadata::Metadata;
+
+/// One endpoint of a cluster, as a source (a discovery source, a config file, your own code)
+/// publishes it with [`Engine::set_destinations`](crate::Engine::set_destinations).
+///
+/// The `key` identifies the instance within its source (a pod uid, a Consul service id, an etcd
+/// key, `ip:port`); it is also the destination id. Keys are compared case-insensitively.
+///
+/// ```
+/// use healthpick::Endpoint;
+///
+/// let endpoint = Endpoint::new("10.0.0.7:8080", "http://10.0.0.7:8080/".parse()?)
+///     .host("payments.internal")
+///     .tier(1)
+///     .weight(3);
+/// assert_eq!(endpoint.key(), "10.0.0.7:8080");
+/// # Ok::<(), url::ParseError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    pub(crate) key: String,
+    pub(crate) address: Url,
+    pub(crate) attributes: DestinationAttributes,
+}
+
+impl Endpoint {
+    /// An endpoint `key` at `address` (an absolute http(s) URL, the base of requests), in tier
+    /// 0, with weight 1, no Host header and no metadata.
+    pub fn new(key: impl Into<String>, address: Url) -> Self {
+        Endpoint {
+            key: key.into(),
+            address,
+            attributes: DestinationAttributes::default(),
+        }
+    }
+
+    /// Sets the tier: 0 is the most preferred. Default 0.
+    #[must_use]
+    pub fn tier(mut self, tier: u32) -> Self {
+        self.attributes.tier = tier;
+        self
+    }
+
+    /// Sets the weight load balancers give it within its group (a finite number, 0 or more).
+    /// Default 1.
+    #[must_use]
+    pub fn weight(mut self, weight: impl Into<f64>) -> Self {
+        self.attributes.weight = weight.into();
+        self
+    }
+
+    /// Sets the `Host` header sent to it (probes and requests). Default: none.
+    #[must_use]
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.attributes.host = Some(host.into());
+        self
+    }
+
+    /// Sets a separate base URL for its probes. Default: the address.
+    #[must_use]
+    pub fn health_url(mut self, url: Url) -> Self {
+        self.attributes.health_url = Some(url);
+        self
+    }
+
+    /// Adds a metadata entry.
+    #[must_use]
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.attributes.metadata.insert(key, value);
+        self
+    }
+
+    /// Replaces all metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.attributes.metadata = metadata;
+        self
+    }
+
+    /// The key, as given.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The address.
+    pub fn address(&self) -> &Url {
+        &self.address
+    }
+
+    /// The attributes it will have.
+    pub fn attributes(&self) -> &DestinationAttributes {
+        &self.attributes
+    }
+}

@@ -1,0 +1,151 @@
+//! A destination at run time (SPEC §1, §13): one instance of a cluster, with its identity, its
+//! current attributes, its health, the policies' own data, and its in-flight count; and the
+//! handle a pick returns.
+//!
+//! A destination is the same object for as long as its source keeps publishing its key at the
+//! same address: a change of tier, weight, metadata or Host replaces only its attributes, so its
+//! health, policy data, in-flight count and pending reactivation carry on. A new address under the
+//! same key is a new destination (Kubernetes reuses addresses; health starts over).
+
+pub(crate) mod attributes;
+pub(crate) mod endpoint;
+pub(crate) mod handle;
+pub(crate) mod state;
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use url::Url;
+
+use self::attributes::DestinationAttributes;
+use self::state::DestinationState;
+use crate::health::outcome::RequestOutcome;
+use crate::health::state::HealthParts;
+
+/// Where a destination's request outcomes go: its cluster at run time, which hands them to the
+/// passive policy and the health updater. A destination never names what implements it.
+pub(crate) trait OutcomeSink: Send + Sync {
+    /// One finished request to `destination`.
+    fn request_completed(&self, destination: &Arc<Destination>, outcome: RequestOutcome);
+}
+
+/// One destination of a cluster, as the engine routes to it.
+// What a pick touches is only this small block: the reference count and the in-flight count, in
+// one 32-byte allocation. The engine allocates a cluster's new blocks one after another, so even
+// 10,000 destinations' blocks stay close together, while everything else (URLs, ids, attributes,
+// health) lives in a separate allocation a pick never reads.
+pub struct Destination {
+    pub(crate) in_flight: AtomicUsize,
+    info: Box<DestinationInfo>,
+}
+
+/// The cold part of a destination.
+pub(crate) struct DestinationInfo {
+    pub id: Arc<str>,
+    pub cluster_id: Arc<str>,
+    /// The source that published it (`config` for configured destinations).
+    pub source: Arc<str>,
+    /// Its key within the source, case-folded: what identifies it when the source publishes
+    /// again.
+    pub key: Arc<str>,
+    pub address: Url,
+    pub attributes: ArcSwap<DestinationAttributes>,
+    pub state: DestinationState,
+    pub sink: Arc<dyn OutcomeSink>,
+}
+
+impl Destination {
+    /// A new destination with no requests in flight. The engine builds a cluster's new
+    /// destinations' cold parts first and their hot blocks afterwards, so the hot blocks sit
+    /// together.
+    pub(crate) fn new(info: Box<DestinationInfo>) -> Self {
+        Destination {
+            in_flight: AtomicUsize::new(0),
+            info,
+        }
+    }
+
+    pub(crate) fn info(&self) -> &DestinationInfo {
+        &self.info
+    }
+
+    pub(crate) fn state(&self) -> &DestinationState {
+        &self.info.state
+    }
+
+    /// The destination id, spelled as configured (for a discovered destination, its key).
+    pub fn id(&self) -> &str {
+        &self.info.id
+    }
+
+    /// The base URL requests go to.
+    pub fn address(&self) -> &Url {
+        &self.info.address
+    }
+
+    /// The id of the cluster this destination belongs to.
+    pub fn cluster_id(&self) -> &str {
+        &self.info.cluster_id
+    }
+
+    /// The source that published it: `config` for the destinations of the configuration, or the
+    /// name of a discovery source.
+    pub fn source(&self) -> &str {
+        &self.info.source
+    }
+
+    /// Its current attributes (tier, weight, Host, probe base, metadata).
+    pub fn attributes(&self) -> Arc<DestinationAttributes> {
+        self.info.attributes.load_full()
+    }
+
+    /// Runs `f` on its current attributes without taking a reference count.
+    pub fn with_attributes<R>(&self, f: impl FnOnce(&DestinationAttributes) -> R) -> R {
+        f(&self.info.attributes.load())
+    }
+
+    /// The tier (priority): 0 is the most preferred.
+    pub fn tier(&self) -> u32 {
+        self.with_attributes(DestinationAttributes::tier)
+    }
+
+    /// The weight load balancers give it within its group (default 1).
+    pub fn weight(&self) -> f64 {
+        self.with_attributes(DestinationAttributes::weight)
+    }
+
+    /// The current health parts.
+    pub fn health(&self) -> HealthParts {
+        self.info.state.health()
+    }
+
+    /// Requests in flight to this destination: picks whose handle is not dropped yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Whether it has left its cluster (it gets no new picks; requests in flight finish).
+    pub fn is_removed(&self) -> bool {
+        self.info.state.is_removed()
+    }
+
+    /// Hands one finished request's outcome to the cluster.
+    pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome) {
+        self.info.sink.request_completed(self, outcome);
+    }
+}
+
+impl fmt::Debug for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Destination")
+            .field("cluster", &&*self.info.cluster_id)
+            .field("id", &&*self.info.id)
+            .field("address", &self.info.address.as_str())
+            .field("tier", &self.tier())
+            .field("health", &self.health())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}

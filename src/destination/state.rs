@@ -1,0 +1,107 @@
+//! What a destination carries from one change to the next (SPEC §2, §13): its health parts,
+//! the policies' own per-destination data, and the bookkeeping the status view shows. Only the
+//! engine's health updater writes health, under its cluster's update lock; everyone reads it
+//! without locks.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::health::state::{HealthParts, HealthState, ReportedHealth};
+
+/// Health, policy data and bookkeeping of one destination.
+#[derive(Default)]
+pub(crate) struct DestinationState {
+    active: AtomicU8,
+    passive: AtomicU8,
+    reported: AtomicU8,
+    /// Set once the destination left its cluster: it gets no picks and its outcomes count for
+    /// nothing.
+    removed: AtomicBool,
+    /// Each policy's own data, one value per type (a policy keeps a type of its own).
+    slots: Mutex<Vec<Box<dyn Any + Send>>>,
+    /// What the status view shows; written on probes and health changes.
+    pub record: Mutex<HealthRecord>,
+}
+
+/// Bookkeeping for the status view and reactivation.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HealthRecord {
+    pub last_change: Option<Duration>,
+    pub last_reason: Option<String>,
+    pub last_probe: Option<Duration>,
+    pub last_probe_result: Option<String>,
+    pub last_error: Option<String>,
+    pub reactivation_due: Option<Duration>,
+}
+
+impl DestinationState {
+    pub fn health(&self) -> HealthParts {
+        HealthParts {
+            active: self.active(),
+            passive: self.passive(),
+            reported: self.reported(),
+        }
+    }
+
+    pub fn active(&self) -> HealthState {
+        HealthState::from_u8(self.active.load(Ordering::Acquire))
+    }
+
+    pub fn passive(&self) -> HealthState {
+        HealthState::from_u8(self.passive.load(Ordering::Acquire))
+    }
+
+    pub fn reported(&self) -> Option<ReportedHealth> {
+        ReportedHealth::from_u8(self.reported.load(Ordering::Acquire))
+    }
+
+    pub fn set_active(&self, h: HealthState) {
+        self.active.store(h.to_u8(), Ordering::Release);
+    }
+
+    pub fn set_passive(&self, h: HealthState) {
+        self.passive.store(h.to_u8(), Ordering::Release);
+    }
+
+    pub fn set_reported(&self, h: Option<ReportedHealth>) {
+        self.reported
+            .store(ReportedHealth::to_u8(h), Ordering::Release);
+    }
+
+    /// The state of a new object for the same instance (its id was respelt): health, policy
+    /// data and bookkeeping move over; `old` keeps none of its policy data.
+    pub fn taking_over(old: &DestinationState) -> DestinationState {
+        DestinationState {
+            active: AtomicU8::new(old.active.load(Ordering::Acquire)),
+            passive: AtomicU8::new(old.passive.load(Ordering::Acquire)),
+            reported: AtomicU8::new(old.reported.load(Ordering::Acquire)),
+            removed: AtomicBool::new(false),
+            slots: Mutex::new(std::mem::take(&mut *old.slots.lock())),
+            record: Mutex::new(old.record.lock().clone()),
+        }
+    }
+
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    pub fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// Runs `f` on this destination's value of type `T` (created with `T::default()` on first
+    /// use), under a lock of this destination's own.
+    pub fn with_slot<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut slots = self.slots.lock();
+        if let Some(value) = slots.iter_mut().find_map(|slot| slot.downcast_mut::<T>()) {
+            return f(value);
+        }
+        let mut value = T::default();
+        let result = f(&mut value);
+        slots.push(Box::new(value));
+        result
+    }
+}

@@ -1,0 +1,61 @@
+//! What every clone of an [`Engine`](super::Engine) shares: the cluster table, the policies,
+//! the clock and random source, the hub of events and timers, and the configuration lock.
+//!
+//! Lock order (a thread holding one may take only those after it): the configuration lock
+//! (`config_lock`, one reload at a time) -> a cluster's book (`ClusterRuntime::book`, one change
+//! of that cluster at a time; during a reload, clusters in config order) -> a destination's
+//! record and policy slots (`DestinationState`) -> the timer heap (`Timers::heap`). Picks and
+//! status take none of them: they load snapshots.
+
+use std::sync::Arc;
+
+use arc_swap::Guard;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::hub::Hub;
+use super::table::{load_snapshot, ClusterTable, TableCell};
+use crate::clock::Clock;
+use crate::cluster::snapshot::ClusterSnapshot;
+use crate::config::model::HealthPolicyOptions;
+use crate::policy::registry::PolicyRegistry;
+use crate::rng::RandomSource;
+
+pub(crate) struct EngineCore {
+    pub table: TableCell,
+    pub registry: PolicyRegistry,
+    pub options: HealthPolicyOptions,
+    pub clock: Arc<dyn Clock>,
+    pub rng: RandomSource,
+    /// Events and timers; clusters hold it weakly, so subscribers see the channel close when
+    /// the engine is gone.
+    pub hub: Arc<Hub>,
+    pub config_lock: Mutex<()>,
+    pub strict: bool,
+    /// Bumped after every applied configuration; the active monitor follows it.
+    pub config_generation: watch::Sender<u64>,
+}
+
+impl EngineCore {
+    /// The table as of now (off the pick path).
+    pub fn table(&self) -> Arc<ClusterTable> {
+        self.table.load_full()
+    }
+
+    /// The current snapshot of `cluster`: one atomic load (the pick path).
+    #[inline]
+    pub fn snapshot(&self, cluster: &str) -> Option<Guard<Arc<ClusterSnapshot>>> {
+        load_snapshot(&self.table, cluster)
+    }
+}
+
+impl Drop for EngineCore {
+    fn drop(&mut self) {
+        self.hub.timers.close();
+        // A destination reports to its cluster, which holds it in its snapshot: emptying every
+        // snapshot lets them all go.
+        for runtime in self.table.load().runtimes() {
+            runtime.retire();
+        }
+    }
+}

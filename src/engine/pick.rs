@@ -1,0 +1,212 @@
+//! Picks (SPEC §6): the best group of a cluster's current snapshot, then its load-balancing
+//! policy. A pick loads one snapshot without locks and allocates nothing but the handle's
+//! reference count; only the first picks of a cluster with active checks may wait, for its first
+//! probe round.
+
+use std::sync::Arc;
+
+use super::Engine;
+use crate::cluster::snapshot::ClusterSnapshot;
+use crate::destination::handle::PickHandle;
+use crate::destination::Destination;
+use crate::error::PickError;
+use crate::health::state::HealthClass;
+use crate::selection::balancing::{PickContext, Prepared};
+use crate::selection::group::best_group_excluding;
+
+/// The best group of a cluster with its summary status.
+#[derive(Debug, Clone)]
+pub struct BestEndpoints {
+    /// The destinations of the best class and lowest tier, in member order.
+    pub destinations: Vec<Arc<Destination>>,
+    /// The best health class present: Healthy, Degraded, or Unhealthy (panic).
+    pub status: HealthClass,
+    /// Whether the cluster is in panic mode.
+    pub panic: bool,
+}
+
+fn unknown(cluster: &str) -> PickError {
+    PickError::UnknownCluster {
+        cluster: cluster.to_string(),
+    }
+}
+
+impl Engine {
+    /// Picks a destination of `cluster` for one request (SPEC §6): best health class, lowest
+    /// tier, then the cluster's load-balancing policy. Lock-free; allocates nothing but the
+    /// handle's reference count.
+    ///
+    /// # Errors
+    /// [`PickError::NoAvailableDestinations`] when nothing may receive traffic;
+    /// [`PickError::UnknownCluster`] when no cluster has that id.
+    #[inline]
+    pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        let snapshot = self
+            .core
+            .snapshot(cluster)
+            .ok_or_else(|| unknown(cluster))?;
+        self.choose(&snapshot, &snapshot.best, &snapshot.prepared, cluster)
+    }
+
+    /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
+    /// returned without consulting it (SPEC §6).
+    #[inline]
+    fn choose(
+        &self,
+        snapshot: &ClusterSnapshot,
+        group: &[Arc<Destination>],
+        prepared: &Prepared,
+        cluster: &str,
+    ) -> Result<PickHandle, PickError> {
+        let index = match group.len() {
+            0 => {
+                return Err(PickError::NoAvailableDestinations {
+                    cluster: cluster.to_string(),
+                })
+            }
+            1 => 0,
+            n => {
+                let ctx = PickContext {
+                    rng: &self.core.rng,
+                    counter: &snapshot.counter,
+                    prepared,
+                };
+                let i = snapshot
+                    .settings
+                    .policies
+                    .load_balancing
+                    .policy
+                    .pick(&ctx, group);
+                // Custom policies may answer out of range; `%` only then (it costs a division).
+                if i < n {
+                    i
+                } else {
+                    i % n
+                }
+            }
+        };
+        Ok(PickHandle::new(group[index].clone()))
+    }
+
+    /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
+    /// the same tier, then the next tier (SPEC §8 failover). Meant for retries, so it may
+    /// allocate; the first attempt should use [`pick_endpoint`](Self::pick_endpoint).
+    ///
+    /// ```
+    /// # use healthpick::Engine;
+    /// let engine = Engine::from_json(r#"{"Clusters": {"c": {"Destinations": {
+    ///     "local":  { "Address": "http://127.0.0.1:8001/" },
+    ///     "remote": { "Address": "http://127.0.0.1:9001/", "Priority": 1 } } } } }"#)?;
+    /// let first = engine.pick_endpoint("c")?;
+    /// assert_eq!(first.destination().id(), "local");
+    /// // The request to `local` failed before any response: retry elsewhere.
+    /// let retry = engine.pick_endpoint_excluding("c", &["local"])?;
+    /// assert_eq!(retry.destination().id(), "remote");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint); `NoAvailableDestinations` also when every
+    /// available destination is excluded.
+    pub fn pick_endpoint_excluding<S: AsRef<str>>(
+        &self,
+        cluster: &str,
+        exclude: &[S],
+    ) -> Result<PickHandle, PickError> {
+        let snapshot = self
+            .core
+            .snapshot(cluster)
+            .ok_or_else(|| unknown(cluster))?;
+        let settings = &snapshot.settings;
+        let group =
+            best_group_excluding(&settings.available_context(), &snapshot.available, exclude);
+        let prepared = settings.policies.load_balancing.policy.prepare(&group);
+        self.choose(&snapshot, &group, &prepared, cluster)
+    }
+
+    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
+    /// checks waits for its first probe round (at most the probe timeout) instead of sending the
+    /// first request blind (SPEC §6). Once that round finished it never waits.
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        // The usual case: one snapshot load, then the pick itself.
+        if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
+            return pick;
+        }
+        // The cluster's first probe round is running: wait for it, at most the probe timeout.
+        if let Some(runtime) = self.core.table().get(cluster).cloned() {
+            let timeout = runtime.cell.load().settings.probing.map(|p| p.timeout);
+            if let Some(timeout) = timeout {
+                let mut first_round = runtime.first_round.subscribe();
+                let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
+            }
+        }
+        self.pick_endpoint(cluster)
+    }
+
+    /// [`pick_endpoint`](Self::pick_endpoint) when no warm-up wait is due (the usual case);
+    /// `None` when the cluster's first probe round is still running and the caller should await
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready). Lets callers keep the waiting future
+    /// out of their own state.
+    #[inline]
+    pub(crate) fn pick_endpoint_if_ready(
+        &self,
+        cluster: &str,
+    ) -> Option<Result<PickHandle, PickError>> {
+        let Some(snapshot) = self.core.snapshot(cluster) else {
+            return Some(Err(unknown(cluster)));
+        };
+        if snapshot.warming {
+            return None;
+        }
+        Some(self.choose(&snapshot, &snapshot.best, &snapshot.prepared, cluster))
+    }
+
+    /// Resolves once every cluster with active checks has finished its first probe round (as
+    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them). Clusters without active
+    /// checks are ready at once.
+    pub async fn ready(&self) {
+        let pending: Vec<_> = self
+            .core
+            .table()
+            .runtimes()
+            .filter(|r| r.cell.load().settings.probing.is_some())
+            .map(|r| r.first_round.subscribe())
+            .collect();
+        for mut first_round in pending {
+            let _ = first_round.wait_for(|done| *done).await;
+        }
+    }
+
+    /// Whether a probe round of `cluster` has finished (false for unknown clusters).
+    pub fn first_round_done(&self, cluster: &str) -> bool {
+        self.core
+            .table()
+            .get(cluster)
+            .is_some_and(|r| *r.first_round.borrow())
+    }
+
+    /// The whole best group of `cluster` and its summary status, for callers that pick
+    /// themselves (SPEC §6).
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub fn best_endpoints(&self, cluster: &str) -> Result<BestEndpoints, PickError> {
+        let snapshot = self
+            .core
+            .snapshot(cluster)
+            .ok_or_else(|| unknown(cluster))?;
+        match snapshot.best_class {
+            Some(status) if !snapshot.best.is_empty() => Ok(BestEndpoints {
+                destinations: snapshot.best.to_vec(),
+                status,
+                panic: snapshot.panic,
+            }),
+            _ => Err(PickError::NoAvailableDestinations {
+                cluster: cluster.to_string(),
+            }),
+        }
+    }
+}

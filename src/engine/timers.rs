@@ -1,0 +1,168 @@
+//! Passive reactivation timers (SPEC §4): a heap of due times, fired by a tokio task on the
+//! system clock, or by `Engine::fire_due_timers` with a custom clock.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::destination::Destination;
+
+/// What a due reactivation calls: the destination's cluster.
+pub(crate) trait Reactivate: Send + Sync {
+    /// `destination`'s reactivation due at `due` fired.
+    fn reactivate(&self, destination: &Destination, due: Duration);
+}
+
+/// A pending passive reactivation of one destination.
+pub(crate) struct Reactivation {
+    due: Duration,
+    seq: u64,
+    cluster: Weak<dyn Reactivate>,
+    destination: Weak<Destination>,
+}
+
+impl Reactivation {
+    pub fn new(
+        due: Duration,
+        cluster: Weak<dyn Reactivate>,
+        destination: Weak<Destination>,
+    ) -> Self {
+        Reactivation {
+            due,
+            seq: 0,
+            cluster,
+            destination,
+        }
+    }
+}
+
+// Ordered by due time, then by scheduling order; what they point at takes no part.
+impl PartialEq for Reactivation {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Reactivation {}
+impl PartialOrd for Reactivation {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Reactivation {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.due, self.seq).cmp(&(other.due, other.seq))
+    }
+}
+
+/// The engine's reactivation timers.
+pub(crate) struct Timers {
+    heap: Mutex<BinaryHeap<Reverse<Reactivation>>>,
+    seq: AtomicU64,
+    wake: Arc<Notify>,
+    driver_started: AtomicBool,
+    /// Whether a tokio task fires timers (the system clock) or the user does.
+    auto: bool,
+    closed: AtomicBool,
+    clock: Arc<dyn Clock>,
+    me: Weak<Timers>,
+}
+
+impl Timers {
+    /// Timers on `clock`; `auto`: a tokio task fires them (the system clock), otherwise the
+    /// user does with `Engine::fire_due_timers`.
+    pub fn new(clock: Arc<dyn Clock>, auto: bool) -> Arc<Self> {
+        Arc::new_cyclic(|me| Timers {
+            heap: Mutex::new(BinaryHeap::new()),
+            seq: AtomicU64::new(0),
+            wake: Arc::new(Notify::new()),
+            driver_started: AtomicBool::new(false),
+            auto,
+            closed: AtomicBool::new(false),
+            clock,
+            me: me.clone(),
+        })
+    }
+
+    pub fn schedule(&self, mut entry: Reactivation) {
+        entry.seq = self.seq.fetch_add(1, AtomicOrdering::Relaxed);
+        self.heap.lock().push(Reverse(entry));
+        self.wake.notify_one();
+        if self.auto && !self.driver_started.load(AtomicOrdering::Acquire) {
+            self.start_driver();
+        }
+    }
+
+    pub fn next_due(&self) -> Option<Duration> {
+        self.heap.lock().peek().map(|Reverse(e)| e.due)
+    }
+
+    /// Fires every reactivation due at `now`; returns how many fired.
+    pub fn fire_due(&self, now: Duration) -> usize {
+        let mut fired = 0;
+        loop {
+            let entry = {
+                let mut heap = self.heap.lock();
+                match heap.peek() {
+                    Some(Reverse(e)) if e.due <= now => heap.pop().map(|Reverse(e)| e),
+                    _ => None,
+                }
+            };
+            let Some(entry) = entry else {
+                return fired;
+            };
+            fired += 1;
+            if let (Some(cluster), Some(destination)) =
+                (entry.cluster.upgrade(), entry.destination.upgrade())
+            {
+                cluster.reactivate(&destination, entry.due);
+            }
+        }
+    }
+
+    /// Ends the driver task (the engine is gone).
+    pub fn close(&self) {
+        self.closed.store(true, AtomicOrdering::Release);
+        self.wake.notify_one();
+    }
+
+    /// Starts the task that fires reactivations on time, if a tokio runtime is at hand.
+    fn start_driver(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation fires only when Engine::fire_due_timers is called");
+            return;
+        };
+        if self.driver_started.swap(true, AtomicOrdering::AcqRel) {
+            return;
+        }
+        let wake = self.wake.clone();
+        let timers = self.me.clone();
+        handle.spawn(async move {
+            loop {
+                let delay = {
+                    let Some(timers) = timers.upgrade() else {
+                        return;
+                    };
+                    if timers.closed.load(AtomicOrdering::Acquire) {
+                        return;
+                    }
+                    timers.fire_due(timers.clock.now());
+                    timers
+                        .next_due()
+                        .map(|due| due.saturating_sub(timers.clock.now()))
+                };
+                match delay {
+                    Some(delay) => {
+                        let _ = tokio::time::timeout(delay, wake.notified()).await;
+                    }
+                    None => wake.notified().await,
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,56 @@
+//! The built-in available-destinations policies (SPEC §5): `HealthyAndUnknown`, and
+//! `HealthyOrPanic` (the default), which lets every destination through when none is healthy.
+
+use std::sync::Arc;
+
+use super::available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
+use crate::destination::Destination;
+
+/// Destinations not marked Unhealthy by an enabled check; none left means no traffic
+/// (`NoAvailableDestinations`, YARP's 503).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HealthyAndUnknown;
+
+impl AvailableDestinationsPolicy for HealthyAndUnknown {
+    fn available(
+        &self,
+        ctx: &AvailablePolicyContext<'_>,
+        all: &[Arc<Destination>],
+    ) -> Availability {
+        let destinations = if ctx.active_enabled || ctx.passive_enabled {
+            all.iter()
+                .filter(|d| !ctx.is_excluded(d))
+                .cloned()
+                .collect()
+        } else {
+            all.to_vec()
+        };
+        Availability {
+            destinations,
+            panic: false,
+        }
+    }
+}
+
+/// [`HealthyAndUnknown`], or every destination when that is empty ("panic"): sending traffic to
+/// possibly-dead instances beats failing every request. The default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HealthyOrPanic;
+
+impl AvailableDestinationsPolicy for HealthyOrPanic {
+    fn available(
+        &self,
+        ctx: &AvailablePolicyContext<'_>,
+        all: &[Arc<Destination>],
+    ) -> Availability {
+        let healthy = HealthyAndUnknown.available(ctx, all);
+        if healthy.destinations.is_empty() && !all.is_empty() {
+            Availability {
+                destinations: all.to_vec(),
+                panic: true,
+            }
+        } else {
+            healthy
+        }
+    }
+}

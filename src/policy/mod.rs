@@ -1,0 +1,30 @@
+//! Health policies (SPEC §3-§5) and the registry that names them.
+//!
+//! YARP keeps four roles apart and so do we:
+//! - the **active policy** ([`ActiveHealthPolicy`], built-in [`ConsecutiveFailures`]) reads a probe
+//!   round and says what each destination's active health is;
+//! - the **passive policy** ([`PassiveHealthPolicy`], built-in [`TransportFailureRate`]) reads one
+//!   request outcome and says what the destination's passive health is;
+//! - the **available-destinations policy** ([`AvailableDestinationsPolicy`], built-in
+//!   [`HealthyAndUnknown`] and [`HealthyOrPanic`]) decides who may get traffic;
+//! - the engine's **health updater** applies those verdicts, schedules reactivation, emits events
+//!   and publishes a new snapshot; it is the only writer of health.
+//!
+//! The built-in policies use exactly the doors a custom policy gets: their contexts, and a
+//! per-destination state slot (`with_state`) for their own data.
+
+pub(crate) mod active;
+pub(crate) mod available;
+pub(crate) mod consecutive_failures;
+pub(crate) mod healthy_or_panic;
+pub(crate) mod passive;
+pub(crate) mod registry;
+pub(crate) mod transport_failure_rate;
+
+pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
+pub use available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
+pub use consecutive_failures::ConsecutiveFailures;
+pub use healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};
+pub use passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+pub use registry::PolicyRegistry;
+pub use transport_failure_rate::TransportFailureRate;

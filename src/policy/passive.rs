@@ -1,0 +1,131 @@
+//! The passive-policy extension point: what one finished request means for its destination
+//! (SPEC §4).
+
+use std::time::Duration;
+
+use crate::config::metadata::Metadata;
+use crate::config::model::HealthPolicyOptions;
+use crate::destination::Destination;
+use crate::health::outcome::RequestOutcome;
+use crate::health::reason::Reason;
+use crate::health::state::HealthState;
+
+/// A passive policy's verdict on one outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassiveVerdict {
+    /// The destination's passive health after this outcome.
+    pub health: HealthState,
+    /// Why, for events and the status API.
+    pub reason: Reason,
+    /// When the verdict is Unhealthy, how long until the destination returns to Unknown.
+    pub reactivation_after: Duration,
+}
+
+/// What a passive policy may look at besides the outcome: the cluster's settings, the
+/// destination, the time, and the destination's state slot for the policy's own data.
+pub struct PassivePolicyContext<'a> {
+    pub(crate) cluster_id: &'a str,
+    pub(crate) metadata: &'a Metadata,
+    pub(crate) failure_rate_limit: f64,
+    pub(crate) reactivation_period: Option<Duration>,
+    pub(crate) effective_reactivation_period: Duration,
+    pub(crate) options: &'a HealthPolicyOptions,
+    pub(crate) destination: &'a Destination,
+    pub(crate) now: Duration,
+}
+
+impl std::fmt::Debug for PassivePolicyContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassivePolicyContext")
+            .field("cluster", &self.cluster_id)
+            .field("destination", &self.destination.id())
+            .field("now", &self.now)
+            .finish()
+    }
+}
+
+impl PassivePolicyContext<'_> {
+    /// The cluster id.
+    pub fn cluster_id(&self) -> &str {
+        self.cluster_id
+    }
+
+    /// The destination the request went to.
+    pub fn destination(&self) -> &Destination {
+        self.destination
+    }
+
+    /// The cluster metadata.
+    pub fn metadata(&self) -> &Metadata {
+        self.metadata
+    }
+
+    /// The TransportFailureRate limit in force for this cluster (metadata or default).
+    pub fn failure_rate_limit(&self) -> f64 {
+        self.failure_rate_limit
+    }
+
+    /// The cluster's configured `ReactivationPeriod`, if any.
+    pub fn reactivation_period(&self) -> Option<Duration> {
+        self.reactivation_period
+    }
+
+    /// The reactivation period in force: max(`ReactivationPeriod` or the default, the detection
+    /// window), so that old failures have left the window when an ejected destination returns
+    /// (SPEC §4).
+    pub fn effective_reactivation_period(&self) -> Duration {
+        self.effective_reactivation_period
+    }
+
+    /// The global health-policy options.
+    pub fn options(&self) -> &HealthPolicyOptions {
+        self.options
+    }
+
+    /// The time of the outcome, from the engine's clock.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Runs `f` on the destination's value of type `T`, the policy's own per-destination data
+    /// (created with `T::default()` on first use, kept while the destination lives; use a type of
+    /// your own so no other policy shares it). It is behind a lock of the destination's own:
+    /// keep `f` short.
+    pub fn with_state<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.destination.state().with_slot(f)
+    }
+}
+
+/// Decides passive health from request outcomes (YARP's `IPassiveHealthCheckPolicy`).
+///
+/// Called on the request path for every outcome of a cluster with passive checks enabled: keep it
+/// cheap, never block. Return `None` to leave the health as it is.
+///
+/// ```
+/// use std::time::Duration;
+/// use healthpick::policy::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+/// use healthpick::{HealthState, Reason, RequestOutcome};
+///
+/// /// Out for a minute after three transport failures in a row.
+/// struct ThreeInARow;
+/// #[derive(Default)]
+/// struct Run(u32);
+/// impl PassiveHealthPolicy for ThreeInARow {
+///     fn request_completed(&self, ctx: &PassivePolicyContext<'_>, outcome: RequestOutcome) -> Option<PassiveVerdict> {
+///         let run = ctx.with_state(|run: &mut Run| {
+///             run.0 = if outcome.is_transport_failure() { run.0 + 1 } else { 0 };
+///             run.0
+///         });
+///         let health = if run >= 3 { HealthState::Unhealthy } else { HealthState::Healthy };
+///         Some(PassiveVerdict { health, reason: Reason::Custom(format!("{run} in a row").into()), reactivation_after: Duration::from_secs(60) })
+///     }
+/// }
+/// ```
+pub trait PassiveHealthPolicy: Send + Sync + 'static {
+    /// Judges one outcome.
+    fn request_completed(
+        &self,
+        ctx: &PassivePolicyContext<'_>,
+        outcome: RequestOutcome,
+    ) -> Option<PassiveVerdict>;
+}

@@ -1,0 +1,126 @@
+//! The load-balancing extension point (SPEC §6): a policy picks one destination of a best group
+//! on every request, from what it prepared once when the group last changed.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::destination::Destination;
+use crate::rng::RandomSource;
+
+/// Picks one destination out of a best group (YARP's `ILoadBalancingPolicy`).
+///
+/// [`pick`](Self::pick) runs on every request with a group of two or more destinations: no locks,
+/// no allocation, no I/O. An index out of range is wrapped into range rather than trusted.
+/// [`prepare`](Self::prepare) runs when the group changes (a health or destination change, never
+/// on the request path): whatever a policy can compute from the group alone — weights, an order,
+/// the first destination by name — belongs there, and `pick` reads it with
+/// [`PickContext::prepared`].
+///
+/// ```
+/// use healthpick::selection::{LoadBalancingPolicy, PickContext, Prepared};
+/// use healthpick::Destination;
+/// use std::sync::Arc;
+///
+/// /// Always the destination with the highest weight (the first of them), found once per change.
+/// struct Heaviest;
+/// struct Index(usize);
+/// impl LoadBalancingPolicy for Heaviest {
+///     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
+///         let heaviest = (0..group.len())
+///             .rev()
+///             .max_by(|&a, &b| group[a].weight().total_cmp(&group[b].weight()))
+///             .unwrap_or(0);
+///         Prepared::new(Index(heaviest))
+///     }
+///     fn pick(&self, ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
+///         ctx.prepared::<Index>().map_or(0, |index| index.0)
+///     }
+/// }
+/// ```
+pub trait LoadBalancingPolicy: Send + Sync + 'static {
+    /// What [`pick`](Self::pick) needs for `group`, computed once per change of the group (and
+    /// for each group a retry picks from). Default: nothing.
+    fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
+        let _ = group;
+        Prepared::none()
+    }
+
+    /// The index in `group` (length >= 2) of the destination to use.
+    fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize;
+}
+
+/// What a load-balancing policy prepared for one group (see
+/// [`LoadBalancingPolicy::prepare`]).
+#[derive(Default)]
+pub struct Prepared(Option<Box<dyn Any + Send + Sync>>);
+
+impl Prepared {
+    /// Nothing prepared.
+    pub fn none() -> Self {
+        Prepared(None)
+    }
+
+    /// `value`, for [`PickContext::prepared`] to hand back on every pick from this group.
+    pub fn new<T: Any + Send + Sync>(value: T) -> Self {
+        Prepared(Some(Box::new(value)))
+    }
+
+    pub(crate) fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_ref()?.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Prepared(..)"
+        } else {
+            "Prepared(none)"
+        })
+    }
+}
+
+/// Per-pick services for load-balancing policies: the engine's random source, the cluster's
+/// counter, and what the policy prepared for the group.
+pub struct PickContext<'a> {
+    pub(crate) rng: &'a RandomSource,
+    pub(crate) counter: &'a AtomicUsize,
+    pub(crate) prepared: &'a Prepared,
+}
+
+impl std::fmt::Debug for PickContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PickContext")
+            .field("counter", &self.counter.load(Ordering::Relaxed))
+            .field("prepared", self.prepared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PickContext<'_> {
+    /// A uniform random index in `0..n` (`n` > 0), from the engine's (possibly seeded) source.
+    #[inline]
+    pub fn random_index(&self, n: usize) -> usize {
+        self.rng.index(n)
+    }
+
+    /// Two distinct uniform random indices in `0..n` (`n` >= 2).
+    #[inline]
+    pub fn two_random_indices(&self, n: usize) -> (usize, usize) {
+        self.rng.two_distinct(n)
+    }
+
+    /// The cluster's counter (starts at 0), advanced by one: for round-robin style policies.
+    #[inline]
+    pub fn next_counter(&self) -> usize {
+        self.counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// What the policy's [`prepare`](LoadBalancingPolicy::prepare) returned for this group, if it
+    /// was a `T`.
+    #[inline]
+    pub fn prepared<T: Any>(&self) -> Option<&T> {
+        self.prepared.get()
+    }
+}

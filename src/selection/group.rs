@@ -1,0 +1,58 @@
+//! The best group (SPEC §6): among the available destinations, the best health class present,
+//! then within it the lowest tier. Computed when health or destinations change, never per pick.
+
+use std::sync::Arc;
+
+use crate::destination::Destination;
+use crate::health::state::{HealthClass, ReportedHealth};
+use crate::ids::eq_ignore_case;
+use crate::policy::available::AvailablePolicyContext;
+
+/// The health class of an available destination (SPEC §6).
+pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> HealthClass {
+    if ctx.is_excluded(d) {
+        HealthClass::Unhealthy
+    } else {
+        match d.health().reported {
+            Some(ReportedHealth::Degraded) | Some(ReportedHealth::Unhealthy) => {
+                HealthClass::Degraded
+            }
+            _ => HealthClass::Healthy,
+        }
+    }
+}
+
+/// The best group among `available`: best health class, then lowest tier; with the class.
+pub(crate) fn best_group(
+    ctx: &AvailablePolicyContext<'_>,
+    available: &[Arc<Destination>],
+) -> (Vec<Arc<Destination>>, Option<HealthClass>) {
+    let ranked: Vec<(HealthClass, u32, &Arc<Destination>)> = available
+        .iter()
+        .map(|d| (class_of(ctx, d), d.tier(), d))
+        .collect();
+    let Some((class, tier)) = ranked.iter().map(|(c, t, _)| (*c, *t)).min() else {
+        return (Vec::new(), None);
+    };
+    let group = ranked
+        .into_iter()
+        .filter(|(c, t, _)| *c == class && *t == tier)
+        .map(|(_, _, d)| d.clone())
+        .collect();
+    (group, Some(class))
+}
+
+/// The best group among `available` once the destinations `exclude` names are set aside: for
+/// retries, which move to the next best destination of the same tier, then to the next tier.
+pub(crate) fn best_group_excluding<S: AsRef<str>>(
+    ctx: &AvailablePolicyContext<'_>,
+    available: &[Arc<Destination>],
+    exclude: &[S],
+) -> Vec<Arc<Destination>> {
+    let remaining: Vec<Arc<Destination>> = available
+        .iter()
+        .filter(|d| !exclude.iter().any(|e| eq_ignore_case(e.as_ref(), d.id())))
+        .cloned()
+        .collect();
+    best_group(ctx, &remaining).0
+}
