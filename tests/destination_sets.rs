@@ -356,6 +356,13 @@ fn dropping_the_engine_lets_go_of_its_destinations() {
     let mut events = engine.subscribe();
     let a = engine.best_endpoints("c").unwrap().destinations[0].clone();
     assert!(Arc::strong_count(&a) > 1);
+    // Picks go through a per-thread cache of the cluster's snapshot, released when the thread
+    // picks from another engine or ends: pick on a thread that ends (a joined thread has run
+    // its thread-local destructors).
+    let picker = engine.clone();
+    std::thread::spawn(move || drop(picker.pick_endpoint("c").unwrap()))
+        .join()
+        .unwrap();
     drop(engine);
     assert_eq!(Arc::strong_count(&a), 1, "only this test holds it");
     assert!(a.is_removed());

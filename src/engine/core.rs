@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::hub::Hub;
-use super::table::{load_snapshot, ClusterTable, TableCell};
+use super::table::{load, with_snapshot, ClusterTable, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::config::model::HealthPolicyOptions;
@@ -42,10 +42,20 @@ impl EngineCore {
         self.table.load_full()
     }
 
-    /// The current snapshot of `cluster`: one atomic load (the pick path).
-    #[inline]
+    /// The current snapshot of `cluster` (off the pick path).
     pub fn snapshot(&self, cluster: &str) -> Option<Guard<Arc<ClusterSnapshot>>> {
-        load_snapshot(&self.table, cluster)
+        load(&self.table, cluster)
+    }
+
+    /// Runs `f` on the current snapshot of `cluster`, through this thread's pick cache (the
+    /// pick path).
+    #[inline]
+    pub fn with_snapshot<R>(
+        &self,
+        cluster: &str,
+        f: impl FnOnce(Option<&ClusterSnapshot>) -> R,
+    ) -> R {
+        with_snapshot(&self.table, cluster, f)
     }
 }
 

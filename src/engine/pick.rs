@@ -25,6 +25,7 @@ pub struct BestEndpoints {
     pub panic: bool,
 }
 
+#[cold]
 fn unknown(cluster: &str) -> PickError {
     PickError::UnknownCluster {
         cluster: cluster.to_string(),
@@ -41,11 +42,10 @@ impl Engine {
     /// [`PickError::UnknownCluster`] when no cluster has that id.
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
-        let snapshot = self
-            .core
-            .snapshot(cluster)
-            .ok_or_else(|| unknown(cluster))?;
-        self.choose(&snapshot, &snapshot.best, &snapshot.prepared, cluster)
+        self.core.with_snapshot(cluster, |snapshot| match snapshot {
+            Some(snapshot) => self.choose(snapshot, &snapshot.best, &snapshot.prepared, cluster),
+            None => Err(unknown(cluster)),
+        })
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
@@ -155,13 +155,13 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
-        let Some(snapshot) = self.core.snapshot(cluster) else {
-            return Some(Err(unknown(cluster)));
-        };
-        if snapshot.warming {
-            return None;
-        }
-        Some(self.choose(&snapshot, &snapshot.best, &snapshot.prepared, cluster))
+        self.core.with_snapshot(cluster, |snapshot| match snapshot {
+            Some(snapshot) if snapshot.warming => None,
+            Some(snapshot) => {
+                Some(self.choose(snapshot, &snapshot.best, &snapshot.prepared, cluster))
+            }
+            None => Some(Err(unknown(cluster))),
+        })
     }
 
     /// Resolves once every cluster with active checks has finished its first probe round (as

@@ -17,10 +17,13 @@ use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
 
+/// Where a cluster's snapshot is published: shared with each thread's pick cache.
+pub(crate) type SnapshotCell = Arc<ArcSwap<ClusterSnapshot>>;
+
 /// A cluster's runtime state; it survives configuration reloads that keep the cluster id.
 pub(crate) struct ClusterRuntime {
-    /// The one publication of the cluster's state.
-    pub cell: ArcSwap<ClusterSnapshot>,
+    /// The one publication of the cluster's state (shared with the threads' pick caches).
+    pub cell: SnapshotCell,
     /// Serialises every change of this cluster (health, members, settings).
     pub book: Mutex<ClusterBook>,
     /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
@@ -73,7 +76,10 @@ impl ClusterRuntime {
     ) -> Arc<Self> {
         let counter = Arc::new(AtomicUsize::new(0));
         Arc::new_cyclic(|me| ClusterRuntime {
-            cell: ArcSwap::from_pointee(ClusterSnapshot::empty(settings, counter.clone())),
+            cell: Arc::new(ArcSwap::from_pointee(ClusterSnapshot::empty(
+                settings,
+                counter.clone(),
+            ))),
             book: Mutex::new(ClusterBook::default()),
             first_round: watch::Sender::new(false),
             counter,

@@ -2,9 +2,11 @@
 //! set of clusters does (a reload adding or removing one); health and destination changes are
 //! published in each cluster's own snapshot and never touch it.
 //!
-//! A pick reads the table through a per-thread [`arc_swap::Cache`]: while the table is
-//! unchanged, finding it costs one pointer comparison, so the pick pays for a single atomic
-//! load — its cluster's snapshot.
+//! A pick reads both the table and its cluster's snapshot through a per-thread
+//! [`arc_swap::Cache`]: while neither changed, finding them costs two pointer comparisons and no
+//! atomic read-modify-write at all. A thread's cache holds the last table and the last snapshot of
+//! each cluster it picked from until its next pick (or until it exits); that keeps memory, never a
+//! decision: every pick compares against what is published now.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
 
-use super::runtime::ClusterRuntime;
+use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::ids::with_folded;
 
@@ -41,27 +43,28 @@ impl ClusterTable {
     /// 64 bytes.
     #[inline]
     pub fn get(&self, id: &str) -> Option<&Arc<ClusterRuntime>> {
+        self.position(id).map(|position| &self.entries[position].1)
+    }
+
+    /// Where a cluster sits in the table (config order).
+    #[inline]
+    fn position(&self, id: &str) -> Option<usize> {
         if id.is_ascii() && self.entries.len() <= SCAN_LIMIT {
             // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
             // ASCII-case-insensitive byte comparison is the fold comparison here.
             return self
                 .entries
                 .iter()
-                .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()))
-                .map(|(_, runtime)| runtime);
+                .position(|(key, _)| key.as_bytes().eq_ignore_ascii_case(id.as_bytes()));
         }
-        self.get_indexed(id)
+        self.position_indexed(id)
     }
 
     /// The lookup of tables too big to scan (and of non-ASCII ids): out of line, so that the
     /// small-table scan inlined into every pick stays small.
     #[inline(never)]
-    fn get_indexed(&self, id: &str) -> Option<&Arc<ClusterRuntime>> {
-        with_folded(id, |folded| {
-            self.index
-                .get(folded)
-                .map(|&position| &self.entries[position].1)
-        })
+    fn position_indexed(&self, id: &str) -> Option<usize> {
+        with_folded(id, |folded| self.index.get(folded).copied())
     }
 
     /// Clusters in config order.
@@ -73,27 +76,61 @@ impl ClusterTable {
 /// Where the table is published: shared with each thread's cache of it.
 pub(crate) type TableCell = Arc<ArcSwap<ClusterTable>>;
 
-thread_local! {
-    /// The last table this thread picked from (one engine per thread is the usual case; a
-    /// thread that alternates between engines replaces it each time, which stays correct).
-    static TABLE: RefCell<Option<Cache<TableCell, Arc<ClusterTable>>>> = const { RefCell::new(None) };
+/// One thread's view of the last engine it picked from.
+struct PickCache {
+    table: Cache<TableCell, Arc<ClusterTable>>,
+    /// The table the snapshot caches belong to.
+    seen: *const ClusterTable,
+    /// By position in the table; emptied when the table changes.
+    snapshots: Vec<Option<Cache<SnapshotCell, Arc<ClusterSnapshot>>>>,
 }
 
-/// The current snapshot of `cluster`, loaded with one atomic load while the table is unchanged.
+thread_local! {
+    /// The last engine this thread picked from (one engine per thread is the usual case; a
+    /// thread that alternates between engines starts its cache over each time, which stays
+    /// correct).
+    static PICKS: RefCell<Option<PickCache>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster): the
+/// pick path. Loads nothing shared while the table and the snapshot are unchanged.
 #[inline]
-pub(crate) fn load_snapshot(
+pub(crate) fn with_snapshot<R>(
     cell: &TableCell,
     cluster: &str,
-) -> Option<Guard<Arc<ClusterSnapshot>>> {
-    TABLE.with(|slot| match slot.try_borrow_mut() {
-        Ok(mut slot) => {
-            let cache = match &mut *slot {
-                Some(cache) if std::ptr::eq(cache.arc_swap(), &**cell) => cache,
-                other => other.insert(Cache::new(cell.clone())),
-            };
-            cache.load().get(cluster).map(|runtime| runtime.cell.load())
+    f: impl FnOnce(Option<&ClusterSnapshot>) -> R,
+) -> R {
+    PICKS.with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else {
+            // A pick from inside a pick (a policy that picks): no cache, same answer.
+            return f(load(cell, cluster).as_deref().map(|s| &**s));
+        };
+        let picks = match &mut *slot {
+            Some(picks) if std::ptr::eq(picks.table.arc_swap(), &**cell) => picks,
+            other => other.insert(PickCache {
+                table: Cache::new(cell.clone()),
+                seen: std::ptr::null(),
+                snapshots: Vec::new(),
+            }),
+        };
+        let table = picks.table.load();
+        if Arc::as_ptr(table) != picks.seen {
+            picks.seen = Arc::as_ptr(table);
+            picks.snapshots.clear();
         }
-        // A pick from inside a pick (a policy that picks): no cache, same answer.
-        Err(_) => cell.load().get(cluster).map(|runtime| runtime.cell.load()),
+        let Some(position) = table.position(cluster) else {
+            return f(None);
+        };
+        if picks.snapshots.len() <= position {
+            picks.snapshots.resize_with(table.entries.len(), || None);
+        }
+        let snapshot = picks.snapshots[position]
+            .get_or_insert_with(|| Cache::new(table.entries[position].1.cell.clone()));
+        f(Some(snapshot.load()))
     })
+}
+
+/// The current snapshot of `cluster`, loaded without the pick cache (off the pick path).
+pub(crate) fn load(cell: &TableCell, cluster: &str) -> Option<Guard<Arc<ClusterSnapshot>>> {
+    cell.load().get(cluster).map(|runtime| runtime.cell.load())
 }
