@@ -15,6 +15,14 @@ pub enum PickError {
         /// The cluster id as asked.
         cluster: String,
     },
+    /// The cluster has no destination yet because a discovery source has not answered (SPEC
+    /// §13): distinct from [`NoAvailableDestinations`](Self::NoAvailableDestinations), which
+    /// means every known destination is out.
+    #[error("cluster `{cluster}`: discovery pending, no source has answered yet")]
+    DiscoveryPending {
+        /// The cluster id as asked.
+        cluster: String,
+    },
     /// The cluster has no destination with this id (compared case-insensitively).
     #[error("cluster `{cluster}` has no destination `{destination}`")]
     UnknownDestination {
@@ -31,6 +39,11 @@ impl PickError {
         matches!(self, PickError::NoAvailableDestinations { .. })
     }
 
+    /// True when nothing could be picked because a discovery source has not answered yet.
+    pub fn is_discovery_pending(&self) -> bool {
+        matches!(self, PickError::DiscoveryPending { .. })
+    }
+
     /// True when no cluster has the id asked for.
     pub fn is_unknown_cluster(&self) -> bool {
         matches!(self, PickError::UnknownCluster { .. })
@@ -41,12 +54,14 @@ impl PickError {
         match self {
             PickError::NoAvailableDestinations { cluster }
             | PickError::UnknownCluster { cluster }
+            | PickError::DiscoveryPending { cluster }
             | PickError::UnknownDestination { cluster, .. } => cluster,
         }
     }
 }
 
-/// Why [`Engine::set_destinations`](crate::Engine::set_destinations) changed nothing.
+/// Why [`Engine::set_destinations`](crate::Engine::set_destinations) or a
+/// [`Publisher`](crate::discovery::Publisher) changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DestinationsError {
     /// No cluster has this id.
@@ -63,6 +78,16 @@ pub enum DestinationsError {
         /// What is wrong, one entry per problem.
         problems: Vec<String>,
     },
+    /// The cluster has no registered source of this name (it was retired, or the cluster was
+    /// removed and added again).
+    UnknownSource {
+        /// The cluster id.
+        cluster: String,
+        /// The source.
+        source: String,
+    },
+    /// The engine the publisher belonged to is gone.
+    EngineGone,
 }
 
 impl std::fmt::Display for DestinationsError {
@@ -80,6 +105,10 @@ impl std::fmt::Display for DestinationsError {
                 "cluster `{cluster}`: source `{source}`: {}",
                 problems.join("; ")
             ),
+            DestinationsError::UnknownSource { cluster, source } => {
+                write!(f, "cluster `{cluster}` has no source `{source}`")
+            }
+            DestinationsError::EngineGone => f.write_str("the engine is gone"),
         }
     }
 }

@@ -169,6 +169,7 @@ mod engine;
 
 // Async edges.
 mod client;
+pub mod discovery;
 mod endpoint_set;
 #[cfg(feature = "middleware")]
 pub mod middleware;
@@ -188,18 +189,21 @@ pub use config::{Config, ConfigError, Diagnostic};
 pub use destination::attributes::DestinationAttributes;
 pub use destination::endpoint::Endpoint;
 pub use destination::handle::PickHandle;
+pub use destination::locality::Locality;
 pub use destination::Destination;
 pub use endpoint_set::{EndpointSet, EndpointSetBuilder, RefreshJob};
 pub use engine::builder::EngineBuilder;
 pub use engine::pick::BestEndpoints;
-pub use engine::reload::CONFIG_SOURCE;
-pub use engine::status::{ClusterStatus, DestinationStatus, EngineStatus};
+pub use engine::runtime::CONFIG_SOURCE;
+pub use engine::status::{
+    ClusterStatus, DestinationStatus, EngineStatus, HeldStatus, SourceStatus,
+};
 pub use engine::Engine;
 pub use error::{DestinationsError, PickError};
-pub use events::{HealthEvent, HealthEventKind, PartValue};
+pub use events::{HealthEvent, HealthEventKind, HeldReason, PartValue, Release};
 pub use health::{
-    HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason, ReportedHealth,
-    RequestOutcome,
+    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason,
+    ReportedHealth, RequestOutcome,
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;

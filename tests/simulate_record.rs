@@ -39,6 +39,7 @@ fn part_text(v: &PartValue) -> String {
         PartValue::State(s) => s.to_string(),
         PartValue::Reported(Some(r)) => r.to_string(),
         PartValue::Reported(None) => "null".into(),
+        other => other.to_string(),
     }
 }
 

@@ -1,10 +1,13 @@
 //! A cluster's configuration with every policy resolved and every default applied, and the
 //! contexts its policies are called with.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::discovery::LocalityTiers;
 use crate::config::model::{ClusterConfig, HealthPolicyOptions};
+use crate::destination::locality::Locality;
 use crate::destination::Destination;
 use crate::policy::active::ActivePolicyContext;
 use crate::policy::available::AvailablePolicyContext;
@@ -22,6 +25,55 @@ pub(crate) struct ClusterSettings {
     pub reactivation_period: Duration,
     /// Probe interval and timeout, when active checks are on.
     pub probing: Option<Probing>,
+    /// How locality maps to tiers, when the cluster asks for it.
+    pub locality: Option<LocalityRule>,
+}
+
+/// A cluster's locality-to-tier mapping with this process's zone and region resolved
+/// (SPEC §13): a named zone or region's tier, else same zone 0, same region 1, else 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalityRule {
+    pub zone: Option<String>,
+    pub region: Option<String>,
+    pub named: BTreeMap<String, u32>,
+}
+
+impl LocalityRule {
+    /// The rule of `tiers`, with `local_zone`/`local_region` where the configuration names none.
+    pub fn new(
+        tiers: &LocalityTiers,
+        local_zone: Option<String>,
+        local_region: Option<String>,
+    ) -> Self {
+        LocalityRule {
+            zone: tiers
+                .local_zone_setting()
+                .map(str::to_string)
+                .or(local_zone),
+            region: tiers
+                .local_region_setting()
+                .map(str::to_string)
+                .or(local_region),
+            named: tiers.named_tiers().clone(),
+        }
+    }
+
+    /// The tier of a destination at `locality`.
+    pub fn tier(&self, locality: &Locality) -> u32 {
+        let named = |name: &Option<String>| name.as_ref().and_then(|n| self.named.get(n)).copied();
+        if let Some(tier) = named(&locality.zone).or_else(|| named(&locality.region)) {
+            return tier;
+        }
+        let same =
+            |ours: &Option<String>, theirs: &Option<String>| ours.is_some() && ours == theirs;
+        if same(&self.zone, &locality.zone) {
+            0
+        } else if same(&self.region, &locality.region) {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// When and how long to probe.
@@ -32,11 +84,13 @@ pub(crate) struct Probing {
 }
 
 impl ClusterSettings {
-    /// Settings for a validated cluster config and the policies its names resolved to.
+    /// Settings for a validated cluster config and the policies its names resolved to;
+    /// `locality`: the cluster's locality rule, if it maps locality to tiers.
     pub fn new(
         config: &ClusterConfig,
         policies: ResolvedPolicies,
         options: HealthPolicyOptions,
+        locality: Option<LocalityRule>,
     ) -> Self {
         ClusterSettings {
             id: Arc::from(config.id()),
@@ -50,6 +104,7 @@ impl ClusterSettings {
             config: Arc::new(config.clone()),
             policies,
             options,
+            locality,
         }
     }
 

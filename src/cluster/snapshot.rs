@@ -29,8 +29,17 @@ pub(crate) struct ClusterSnapshot {
     pub prepared: Prepared,
     /// The cluster's round-robin counter, shared by all its snapshots (SPEC §6).
     pub counter: Arc<AtomicUsize>,
+    /// What the cluster still waits for before its first picks.
+    pub waiting: Waiting,
+}
+
+/// What a cluster waits for before its first picks (SPEC §6, §13).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waiting {
     /// Active checks are on and no probe round has finished yet: the first picks wait for one.
-    pub warming: bool,
+    pub first_round: bool,
+    /// A discovery source has not answered yet: a pick that finds nothing says so.
+    pub discovery: bool,
 }
 
 impl ClusterSnapshot {
@@ -40,7 +49,7 @@ impl ClusterSnapshot {
         settings: Arc<ClusterSettings>,
         members: Vec<Arc<Destination>>,
         counter: Arc<AtomicUsize>,
-        warming: bool,
+        waiting: Waiting,
     ) -> Self {
         let ctx = settings.available_context();
         let availability = settings.policies.available.policy.available(&ctx, &members);
@@ -54,18 +63,19 @@ impl ClusterSnapshot {
             panic: availability.panic,
             prepared,
             counter,
-            warming,
+            waiting,
             settings,
         }
     }
 
-    /// The same members under the same settings, judged again (after a health change).
-    pub fn rebuilt(&self, warming: bool) -> Self {
+    /// The same members under the same settings, judged again (after a health change), now
+    /// waiting for `waiting`.
+    pub fn rebuilt(&self, waiting: Waiting) -> Self {
         Self::build(
             self.settings.clone(),
             self.members.clone(),
             self.counter.clone(),
-            warming,
+            waiting,
         )
     }
 
@@ -81,7 +91,7 @@ impl ClusterSnapshot {
             panic: false,
             prepared: Prepared::none(),
             counter,
-            warming: false,
+            waiting: Waiting::default(),
         }
     }
 }

@@ -7,14 +7,21 @@
 
 pub(crate) mod check;
 pub(crate) mod diagnostics;
+pub(crate) mod discovery;
 pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod read;
+pub(crate) mod read_discovery;
 pub mod timespan;
+pub(crate) mod tree;
 pub(crate) mod validate;
 
 pub use check::{check, PolicyNames};
 pub use diagnostics::{CheckReport, ConfigError, Diagnostic, Severity};
+pub use discovery::{
+    DiscoveryConfig, DnsRecord, DnsSourceConfig, GuardMode, GuardPolicy, LocalityTiers,
+    RefreshBounds, ResolveDestinationsConfig, SourceConfig, LOCAL_REGION_VAR, LOCAL_ZONE_VAR,
+};
 pub use metadata::{
     Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };

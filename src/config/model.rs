@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::discovery::{DiscoveryConfig, LocalityTiers, SourceConfig};
 use super::metadata::{
     parse_number, parse_weight, Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
     TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
@@ -127,6 +128,8 @@ pub struct ClusterConfig {
     pub(crate) http_version: Option<String>,
     pub(crate) dangerous_accept_any_server_certificate: bool,
     pub(crate) max_connections_per_server: Option<u32>,
+    pub(crate) discovery: Vec<DiscoveryConfig>,
+    pub(crate) locality_tiers: Option<LocalityTiers>,
 }
 
 impl ClusterConfig {
@@ -141,6 +144,8 @@ impl ClusterConfig {
             http_version: None,
             dangerous_accept_any_server_certificate: false,
             max_connections_per_server: None,
+            discovery: Vec::new(),
+            locality_tiers: None,
         }
     }
 
@@ -177,6 +182,19 @@ impl ClusterConfig {
     /// Adds a destination.
     pub fn destination(mut self, destination: DestinationConfig) -> Self {
         self.destinations.push(destination);
+        self
+    }
+
+    /// Adds a discovery source: destinations published by it join the configured ones
+    /// (SPEC §13). Sources run when [`Discovery`](crate::discovery::Discovery) is started.
+    pub fn discovery(mut self, source: DiscoveryConfig) -> Self {
+        self.discovery.push(source);
+        self
+    }
+
+    /// Maps the locality of discovered destinations to tiers. Default: off.
+    pub fn locality_tiers(mut self, tiers: LocalityTiers) -> Self {
+        self.locality_tiers = Some(tiers);
         self
     }
 
@@ -278,6 +296,24 @@ impl ClusterConfig {
             active.path.as_deref(),
             active.query.as_deref(),
         )
+    }
+
+    /// The discovery sources, in the order given.
+    pub fn discovery_sources(&self) -> &[DiscoveryConfig] {
+        &self.discovery
+    }
+
+    /// The locality-to-tier mapping, if on.
+    pub fn locality_tiers_setting(&self) -> Option<&LocalityTiers> {
+        self.locality_tiers.as_ref()
+    }
+
+    /// Whether a `ResolveDestinations` source expands the configured destinations (they are then
+    /// templates, not destinations themselves).
+    pub fn resolves_destinations(&self) -> bool {
+        self.discovery
+            .iter()
+            .any(|d| matches!(d.source, SourceConfig::ResolveDestinations(_)))
     }
 
     /// `HttpClient:DangerousAcceptAnyServerCertificate` (default false).

@@ -5,73 +5,14 @@
 use std::time::Duration;
 
 use super::diagnostics::{Diagnostics, Place};
-use super::metadata::{parse_number, Metadata};
+use super::metadata::parse_number;
 use super::model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
     PassiveHealthCheckConfig,
 };
-use super::timespan::parse_timespan;
-use crate::ids::{eq_ignore_case, fold_case};
+use super::read_discovery::{read_discovery, read_locality_tiers};
+use super::tree::{check_duplicate_keys, Node, Reader};
 use crate::jsonc::{self, Json, JsonKind};
-
-/// A configuration tree as .NET sees it: objects (arrays become objects with keys `0`, `1`, ...)
-/// and scalar values kept as text.
-#[derive(Debug)]
-enum Node {
-    Object(Vec<(String, Node)>),
-    /// A string, a number (its text as written) or a boolean (`True`/`False`, as .NET writes it).
-    Value(String),
-    Null,
-}
-
-impl Node {
-    fn from_json(value: Json) -> Node {
-        match value.kind {
-            JsonKind::String(s) | JsonKind::Number(s) => Node::Value(s),
-            JsonKind::Bool(b) => Node::Value(if b { "True" } else { "False" }.into()),
-            JsonKind::Null => Node::Null,
-            JsonKind::Object(members) => Node::Object(
-                members
-                    .into_iter()
-                    .map(|(name, v)| (name, Node::from_json(v)))
-                    .collect(),
-            ),
-            JsonKind::Array(items) => Node::Object(
-                items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| (i.to_string(), Node::from_json(v)))
-                    .collect(),
-            ),
-        }
-    }
-
-    /// The first child whose key matches, case-insensitively.
-    fn get(&self, key: &str) -> Option<&Node> {
-        match self {
-            Node::Object(entries) => entries
-                .iter()
-                .find(|(k, _)| eq_ignore_case(k, key))
-                .map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn entries(&self) -> &[(String, Node)] {
-        match self {
-            Node::Object(entries) => entries,
-            _ => &[],
-        }
-    }
-
-    fn kind(&self) -> &'static str {
-        match self {
-            Node::Object(_) => "an object",
-            Node::Value(_) => "a value",
-            Node::Null => "null",
-        }
-    }
-}
 
 /// Reads a document; problems go to `diags`. `None` when the text is not a JSON object at all.
 pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
@@ -144,171 +85,6 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
     Some(config)
 }
 
-/// .NET configuration rejects a document with two keys that differ only in case.
-fn check_duplicate_keys(node: &Node, path: &str, diags: &mut Diagnostics) {
-    let entries = node.entries();
-    let mut seen: std::collections::HashMap<String, &str> =
-        std::collections::HashMap::with_capacity(entries.len());
-    for (key, _) in entries {
-        if let Some(first) = seen.get(&fold_case(key)) {
-            let at = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}:{key}")
-            };
-            diags.error(
-                at,
-                format!(
-                    "duplicate key `{key}` (keys are case-insensitive; `{first}` is already set)"
-                ),
-            );
-        } else {
-            seen.insert(fold_case(key), key);
-        }
-    }
-}
-
-/// Reads one setting of an object and turns its text into a value, reporting problems.
-struct Reader<'a, 'd> {
-    place: Place<'a>,
-    diags: &'d mut Diagnostics,
-}
-
-impl Reader<'_, '_> {
-    /// The text of `key` under `node` at `prefix`; `None` when absent, null or empty.
-    fn text(&mut self, node: &Node, prefix: &str, key: &str) -> Option<String> {
-        match node.get(key)? {
-            Node::Value(v) if v.is_empty() => None,
-            Node::Value(v) => Some(v.clone()),
-            Node::Null => None,
-            Node::Object(entries) if entries.is_empty() => None,
-            Node::Object(_) => {
-                self.diags.error(
-                    self.place.path(&join(prefix, key)),
-                    self.place
-                        .message(format!("{key} must be a value, found an object")),
-                );
-                None
-            }
-        }
-    }
-
-    fn bool(&mut self, node: &Node, prefix: &str, key: &str) -> Option<bool> {
-        let text = self.text(node, prefix, key)?;
-        match text.trim() {
-            t if t.eq_ignore_ascii_case("true") => Some(true),
-            t if t.eq_ignore_ascii_case("false") => Some(false),
-            _ => {
-                self.diags.error(
-                    self.place.path(&join(prefix, key)),
-                    self.place
-                        .message(format!("{key} `{text}` is not a boolean (true or false)")),
-                );
-                None
-            }
-        }
-    }
-
-    /// A positive TimeSpan. Non-positive values are errors only when `in_force`.
-    fn positive_duration(
-        &mut self,
-        node: &Node,
-        prefix: &str,
-        key: &str,
-        in_force: bool,
-    ) -> Option<Duration> {
-        let text = self.text(node, prefix, key)?;
-        let path = self.place.path(&join(prefix, key));
-        match parse_timespan(&text) {
-            Ok(span) if span.is_positive() => span.to_duration(),
-            Ok(_) => {
-                self.diags.problem(
-                    in_force,
-                    path,
-                    self.place
-                        .message(format!("{key} `{text}` must be positive")),
-                );
-                None
-            }
-            Err(e) => {
-                self.diags
-                    .error(path, self.place.message(format!("{key} {e}")));
-                None
-            }
-        }
-    }
-
-    fn integer(&mut self, node: &Node, prefix: &str, key: &str, what: &str) -> Option<u32> {
-        let text = self.text(node, prefix, key)?;
-        let trimmed = text.trim();
-        let problem = match trimmed.parse::<i128>() {
-            Ok(v) if v < 0 => "must not be negative",
-            Ok(v) => match u32::try_from(v) {
-                Ok(v) => return Some(v),
-                Err(_) => "is too large",
-            },
-            Err(_) => "is not an integer",
-        };
-        self.diags.error(
-            self.place.path(&join(prefix, key)),
-            self.place
-                .message(format!("{key} `{text}` {problem} (expected {what})")),
-        );
-        None
-    }
-
-    fn metadata(&mut self, node: &Node, prefix: &str) -> Metadata {
-        let mut metadata = Metadata::new();
-        let Some(section) = node.get("Metadata") else {
-            return metadata;
-        };
-        check_duplicate_keys(
-            section,
-            &self.place.path(&join(prefix, "Metadata")),
-            self.diags,
-        );
-        for (key, value) in section.entries() {
-            match value {
-                Node::Value(v) => metadata.insert(key.clone(), v.clone()),
-                Node::Null => {}
-                Node::Object(_) => self.diags.warning(
-                    self.place.path(&join(prefix, &format!("Metadata:{key}"))),
-                    self.place
-                        .message(format!("metadata `{key}` is an object and is ignored")),
-                ),
-            }
-        }
-        metadata
-    }
-
-    fn object<'n>(&mut self, node: &'n Node, prefix: &str, key: &str) -> Option<&'n Node> {
-        match node.get(key)? {
-            section @ Node::Object(_) => {
-                check_duplicate_keys(section, &self.place.path(&join(prefix, key)), self.diags);
-                Some(section)
-            }
-            Node::Null => None,
-            Node::Value(v) if v.is_empty() => None,
-            other => {
-                self.diags.error(
-                    self.place.path(&join(prefix, key)),
-                    self.place
-                        .message(format!("{key} must be an object, found {}", other.kind())),
-                );
-                None
-            }
-        }
-    }
-}
-
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() {
-        key.to_string()
-    } else {
-        format!("{prefix}:{key}")
-    }
-}
-
 fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -> ClusterConfig {
     let place = Place::cluster(section, id);
     let mut cluster = ClusterConfig::new(id);
@@ -354,6 +130,8 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     if let Some(request) = r.object(body, "", "HttpRequest") {
         cluster.http_version = r.text(request, "HttpRequest", "Version");
     }
+    cluster.discovery = read_discovery(&mut r, body);
+    cluster.locality_tiers = read_locality_tiers(&mut r, body);
     // Duplicate destination ids are reported by validation, which names the cluster.
     let destinations = match body.get("Destinations") {
         Some(node @ Node::Object(_)) => Some(node),

@@ -94,6 +94,8 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
         }
     }
 
+    validate_discovery(cluster, place, diags);
+
     let mut seen = HashMap::with_capacity(cluster.destinations.len());
     for dest in &cluster.destinations {
         let dplace = place.destination(&dest.id);
@@ -110,6 +112,50 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
             );
         }
         validate_destination(dest, dplace, diags);
+    }
+}
+
+/// Discovery sources: compiled in, and named uniquely within the cluster.
+fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagnostics) {
+    let many = cluster.discovery.len() > 1;
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (i, source) in cluster.discovery.iter().enumerate() {
+        let at = if many {
+            format!("Discovery:{i}")
+        } else {
+            "Discovery".to_string()
+        };
+        let feature = source.source().feature();
+        let compiled = match feature {
+            "dns" => cfg!(feature = "dns"),
+            _ => true,
+        };
+        if !compiled {
+            diags.error(
+                place.path(&format!("{at}:Type")),
+                place.message(format!(
+                    "discovery Type `{}` needs healthpick's `{feature}` cargo feature, which this build does not have",
+                    source.source().type_name()
+                )),
+            );
+        }
+        let name = source.source_name();
+        if name == crate::config::discovery::RESERVED_SOURCE {
+            diags.error(
+                place.path(&format!("{at}:Source")),
+                place.message(format!(
+                    "`{name}` cannot name a discovery source: it is the configuration's own"
+                )),
+            );
+        }
+        if let Some(first) = names.insert(fold_case(&name), i) {
+            diags.error(
+                place.path(&format!("{at}:Source")),
+                place.message(format!(
+                    "two discovery sources are called `{name}` (the first is Discovery:{first}): give them different Source names"
+                )),
+            );
+        }
     }
 }
 

@@ -1,10 +1,11 @@
 //! What may change about a destination without making it another instance (SPEC §2, §13): its
-//! tier, weight, metadata, `Host` header and probe base. A source that republishes a key with new
+//! tier, weight, metadata, `Host` header, probe base and locality. A source that republishes a key with new
 //! attributes keeps the destination (its health, counters and in-flight count); only a new
 //! address makes a new one.
 
 use url::Url;
 
+use super::locality::Locality;
 use crate::config::metadata::Metadata;
 
 /// A destination's current attributes.
@@ -27,6 +28,7 @@ pub struct DestinationAttributes {
     pub(crate) host: Option<String>,
     pub(crate) health_url: Option<Url>,
     pub(crate) metadata: Metadata,
+    pub(crate) locality: Locality,
 }
 
 impl Default for DestinationAttributes {
@@ -37,6 +39,7 @@ impl Default for DestinationAttributes {
             host: None,
             health_url: None,
             metadata: Metadata::new(),
+            locality: Locality::new(),
         }
     }
 }
@@ -65,5 +68,10 @@ impl DestinationAttributes {
     /// Its metadata.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+
+    /// Where it runs, as its source said.
+    pub fn locality(&self) -> &Locality {
+        &self.locality
     }
 }

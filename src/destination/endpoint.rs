@@ -5,10 +5,13 @@
 use url::Url;
 
 use super::attributes::DestinationAttributes;
+use super::locality::Locality;
 use crate::config::metadata::Metadata;
+use crate::health::state::DiscoveryHealth;
 
 /// One endpoint of a cluster, as a source (a discovery source, a config file, your own code)
-/// publishes it with [`Engine::set_destinations`](crate::Engine::set_destinations).
+/// publishes it: through a [`Publisher`](crate::discovery::Publisher), or directly with
+/// [`Engine::set_destinations`](crate::Engine::set_destinations).
 ///
 /// The `key` identifies the instance within its source (a pod uid, a Consul service id, an etcd
 /// key, `ip:port`); it is also the destination id. Keys are compared case-insensitively.
@@ -28,6 +31,9 @@ pub struct Endpoint {
     pub(crate) key: String,
     pub(crate) address: Url,
     pub(crate) attributes: DestinationAttributes,
+    /// Whether the tier was set (it then wins over a locality-to-tier mapping).
+    pub(crate) explicit_tier: bool,
+    pub(crate) health: DiscoveryHealth,
 }
 
 impl Endpoint {
@@ -38,13 +44,32 @@ impl Endpoint {
             key: key.into(),
             address,
             attributes: DestinationAttributes::default(),
+            explicit_tier: false,
+            health: DiscoveryHealth::Unknown,
         }
     }
 
-    /// Sets the tier: 0 is the most preferred. Default 0.
+    /// Sets the tier: 0 is the most preferred. It wins over the cluster's locality-to-tier
+    /// mapping. Default: from the locality when the cluster maps locality to tiers, else 0.
     #[must_use]
     pub fn tier(mut self, tier: u32) -> Self {
         self.attributes.tier = tier;
+        self.explicit_tier = true;
+        self
+    }
+
+    /// Sets where it runs, for the cluster's locality-to-tier mapping. Default: unknown.
+    #[must_use]
+    pub fn locality(mut self, locality: Locality) -> Self {
+        self.attributes.locality = locality;
+        self
+    }
+
+    /// Sets what the source says about its health: `Unhealthy` excludes it, `Draining` ranks it
+    /// with Degraded destinations. Default `Unknown`.
+    #[must_use]
+    pub fn health(mut self, health: DiscoveryHealth) -> Self {
+        self.health = health;
         self
     }
 
@@ -97,5 +122,10 @@ impl Endpoint {
     /// The attributes it will have.
     pub fn attributes(&self) -> &DestinationAttributes {
         &self.attributes
+    }
+
+    /// What the source says about its health.
+    pub fn discovery_health(&self) -> DiscoveryHealth {
+        self.health
     }
 }

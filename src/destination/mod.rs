@@ -10,6 +10,7 @@
 pub(crate) mod attributes;
 pub(crate) mod endpoint;
 pub(crate) mod handle;
+pub(crate) mod locality;
 pub(crate) mod state;
 
 use std::fmt;

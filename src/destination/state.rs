@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::health::state::{HealthParts, HealthState, ReportedHealth};
+use crate::health::state::{DiscoveryHealth, HealthParts, HealthState, ReportedHealth};
 
 /// Health, policy data and bookkeeping of one destination.
 #[derive(Default)]
@@ -17,6 +17,7 @@ pub(crate) struct DestinationState {
     active: AtomicU8,
     passive: AtomicU8,
     reported: AtomicU8,
+    discovery: AtomicU8,
     /// Set once the destination left its cluster: it gets no picks and its outcomes count for
     /// nothing.
     removed: AtomicBool,
@@ -35,6 +36,8 @@ pub(crate) struct HealthRecord {
     pub last_probe_result: Option<String>,
     pub last_error: Option<String>,
     pub reactivation_due: Option<Duration>,
+    /// When its source last published it.
+    pub last_seen: Option<Duration>,
 }
 
 impl DestinationState {
@@ -43,6 +46,7 @@ impl DestinationState {
             active: self.active(),
             passive: self.passive(),
             reported: self.reported(),
+            discovery: self.discovery(),
         }
     }
 
@@ -56,6 +60,14 @@ impl DestinationState {
 
     pub fn reported(&self) -> Option<ReportedHealth> {
         ReportedHealth::from_u8(self.reported.load(Ordering::Acquire))
+    }
+
+    pub fn discovery(&self) -> DiscoveryHealth {
+        DiscoveryHealth::from_u8(self.discovery.load(Ordering::Acquire))
+    }
+
+    pub fn set_discovery(&self, h: DiscoveryHealth) {
+        self.discovery.store(h.to_u8(), Ordering::Release);
     }
 
     pub fn set_active(&self, h: HealthState) {
@@ -78,6 +90,7 @@ impl DestinationState {
             active: AtomicU8::new(old.active.load(Ordering::Acquire)),
             passive: AtomicU8::new(old.passive.load(Ordering::Acquire)),
             reported: AtomicU8::new(old.reported.load(Ordering::Acquire)),
+            discovery: AtomicU8::new(old.discovery.load(Ordering::Acquire)),
             removed: AtomicBool::new(false),
             slots: Mutex::new(std::mem::take(&mut *old.slots.lock())),
             record: Mutex::new(old.record.lock().clone()),

@@ -9,17 +9,25 @@
 //! | `table.rs` | cluster id to cluster, read through a per-thread cache |
 //! | `runtime.rs` | one cluster: its snapshot cell and the book of its sources |
 //! | `updater.rs` | the health updater, the only writer of health and snapshots |
-//! | `timers.rs` | passive reactivation timers |
+//! | `timers.rs` | passive reactivation and held-change confirmation timers |
+//! | `guard.rs` | the update guard's verdict on a publication |
+//! | `source_state.rs` | what the engine knows about a registered discovery source |
+//! | `sources.rs` | a source's answers and failures: the guard, staleness, first answers |
+//! | `publisher.rs` | [`Publisher`], the handle sources (and your code) publish through |
 //! | `reload.rs` | whole-config reloads and [`Engine::set_destinations`], one code path |
 //! | `pick.rs` | picks and the first-pick warm-up |
 //! | `status.rs` | the point-in-time status view |
 
 pub(crate) mod builder;
 pub(crate) mod core;
+pub(crate) mod guard;
 pub(crate) mod hub;
 pub(crate) mod pick;
+pub(crate) mod publisher;
 pub(crate) mod reload;
 pub(crate) mod runtime;
+pub(crate) mod source_state;
+pub(crate) mod sources;
 pub(crate) mod status;
 pub(crate) mod table;
 pub(crate) mod timers;
@@ -194,6 +202,16 @@ impl Engine {
             cluster: settings.config.clone(),
             destinations: snapshot.members.clone(),
         })
+    }
+
+    /// The configurations of the clusters that have discovery sources, in config order.
+    pub(crate) fn discovery_clusters(&self) -> Vec<Arc<ClusterConfig>> {
+        self.core
+            .table()
+            .runtimes()
+            .map(|r| r.cell.load().settings.config.clone())
+            .filter(|c| !c.discovery_sources().is_empty())
+            .collect()
     }
 
     /// Ids of the clusters with active checks enabled, in config order.

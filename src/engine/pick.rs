@@ -25,6 +25,21 @@ pub struct BestEndpoints {
     pub panic: bool,
 }
 
+/// Why a cluster has nothing to pick: a source it waits for has not answered, or nothing it has
+/// is available.
+#[cold]
+fn nothing_to_pick(snapshot: &ClusterSnapshot, cluster: &str) -> PickError {
+    if snapshot.waiting.discovery && snapshot.members.is_empty() {
+        PickError::DiscoveryPending {
+            cluster: cluster.to_string(),
+        }
+    } else {
+        PickError::NoAvailableDestinations {
+            cluster: cluster.to_string(),
+        }
+    }
+}
+
 #[cold]
 fn unknown(cluster: &str) -> PickError {
     PickError::UnknownCluster {
@@ -59,11 +74,7 @@ impl Engine {
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
         let index = match group.len() {
-            0 => {
-                return Err(PickError::NoAvailableDestinations {
-                    cluster: cluster.to_string(),
-                })
-            }
+            0 => return Err(nothing_to_pick(snapshot, cluster)),
             1 => 0,
             n => {
                 let ctx = PickContext {
@@ -156,7 +167,7 @@ impl Engine {
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
         self.core.with_snapshot(cluster, |snapshot| match snapshot {
-            Some(snapshot) if snapshot.warming => None,
+            Some(snapshot) if snapshot.waiting.first_round => None,
             Some(snapshot) => {
                 Some(self.choose(snapshot, &snapshot.best, &snapshot.prepared, cluster))
             }
@@ -165,17 +176,33 @@ impl Engine {
     }
 
     /// Resolves once every cluster with active checks has finished its first probe round (as
-    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them). Clusters without active
-    /// checks are ready at once.
+    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them) and every registered
+    /// discovery source has answered once or used up its first-answer wait (SPEC §13). Clusters
+    /// without active checks or sources are ready at once.
     pub async fn ready(&self) {
-        let pending: Vec<_> = self
-            .core
-            .table()
+        let table = self.core.table();
+        let rounds: Vec<_> = table
             .runtimes()
             .filter(|r| r.cell.load().settings.probing.is_some())
             .map(|r| r.first_round.subscribe())
             .collect();
-        for mut first_round in pending {
+        // Every source's wait starts now: waiting for them in turn takes the longest, not the sum.
+        let start = tokio::time::Instant::now();
+        let answers: Vec<_> = table
+            .runtimes()
+            .flat_map(|r| {
+                let book = r.book.lock();
+                book.sources
+                    .iter()
+                    .filter_map(|s| s.state.as_ref())
+                    .map(|s| (s.first_answer.subscribe(), start + s.first_answer_within))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (mut answered, deadline) in answers {
+            let _ = tokio::time::timeout_at(deadline, answered.wait_for(|done| *done)).await;
+        }
+        for mut first_round in rounds {
             let _ = first_round.wait_for(|done| *done).await;
         }
     }
@@ -204,9 +231,7 @@ impl Engine {
                 status,
                 panic: snapshot.panic,
             }),
-            _ => Err(PickError::NoAvailableDestinations {
-                cluster: cluster.to_string(),
-            }),
+            _ => Err(nothing_to_pick(&snapshot, cluster)),
         }
     }
 }

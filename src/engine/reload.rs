@@ -22,28 +22,31 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::core::EngineCore;
-use super::runtime::{ClusterRuntime, SourceMembers};
+use super::hub::Hub;
+use super::runtime::{ClusterBook, ClusterRuntime, CONFIG_SOURCE};
 use super::table::ClusterTable;
-use super::timers::{Reactivate, Reactivation};
+use super::timers::{Due, Timer, TimerTarget};
+use super::updater::changed;
 use super::Engine;
-use crate::cluster::settings::ClusterSettings;
+use crate::cluster::settings::{ClusterSettings, LocalityRule};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::config::diagnostics::{ConfigError, Diagnostic, Diagnostics};
+use crate::config::discovery::{LOCAL_REGION_VAR, LOCAL_ZONE_VAR};
 use crate::config::model::{ClusterConfig, Config};
 use crate::config::read::read;
 use crate::config::validate::{sort_in_document_order, validate};
 use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
+use crate::destination::locality::Locality;
 use crate::destination::state::DestinationState;
 use crate::destination::{Destination, DestinationInfo, OutcomeSink};
 use crate::error::DestinationsError;
+use crate::events::{HealthEvent, HealthEventKind, PartValue};
+use crate::health::reason::Reason;
+use crate::health::state::{DiscoveryHealth, HealthPart};
 use crate::ids::fold_case;
 use crate::policy::registry::ResolvedPolicies;
 use crate::uri::parse_base;
-
-/// The source of the destinations a configuration lists.
-pub const CONFIG_SOURCE: &str = "config";
 
 impl Engine {
     /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
@@ -109,8 +112,15 @@ impl Engine {
         let now = core.clock.now();
         let mut table = ClusterTable::default();
         let mut kept: HashSet<*const ClusterRuntime> = HashSet::new();
+        let local_zone = std::env::var(LOCAL_ZONE_VAR).ok().filter(|z| !z.is_empty());
+        let local_region = std::env::var(LOCAL_REGION_VAR)
+            .ok()
+            .filter(|r| !r.is_empty());
         for (cluster, policies) in config.clusters.iter().zip(policies) {
-            let settings = Arc::new(ClusterSettings::new(cluster, policies, options));
+            let locality = cluster
+                .locality_tiers_setting()
+                .map(|t| LocalityRule::new(t, local_zone.clone(), local_region.clone()));
+            let settings = Arc::new(ClusterSettings::new(cluster, policies, options, locality));
             let runtime = old.get(cluster.id()).cloned().unwrap_or_else(|| {
                 ClusterRuntime::new(
                     settings.clone(),
@@ -120,7 +130,7 @@ impl Engine {
                 )
             });
             runtime.replace_source(
-                core,
+                &core.hub,
                 Some(settings),
                 CONFIG_SOURCE,
                 config_endpoints(cluster),
@@ -179,47 +189,68 @@ impl Engine {
                 cluster: cluster.to_string(),
             });
         };
-        let mut problems = Vec::new();
-        if source == CONFIG_SOURCE || source.trim().is_empty() {
-            problems.push(format!(
-                "`{source}` cannot name a source (`{CONFIG_SOURCE}` is the configuration's)"
-            ));
-        }
-        let mut keys = HashSet::with_capacity(endpoints.len());
-        for e in &endpoints {
-            if e.key.trim().is_empty() {
-                problems.push(format!("endpoint at {} has an empty key", e.address));
-            } else if !keys.insert(fold_case(&e.key)) {
-                problems.push(format!("key `{}` is given twice", e.key));
-            }
-            let weight = e.attributes.weight;
-            if !(weight.is_finite() && weight >= 0.0) {
-                problems.push(format!(
-                    "endpoint `{}`: weight {weight} is not a finite number, 0 or more",
-                    e.key
-                ));
-            }
-            if let Err(why) = parse_base(e.address.as_str()) {
-                problems.push(format!(
-                    "endpoint `{}`: address `{}` {why}",
-                    e.key, e.address
-                ));
-            }
-        }
-        if !problems.is_empty() {
-            return Err(DestinationsError::Invalid {
-                cluster: cluster.to_string(),
-                source: source.to_string(),
-                problems,
-            });
-        }
-        runtime.replace_source(&self.core, None, source, endpoints, self.core.clock.now());
+        validate_set(cluster, source, &endpoints)?;
+        runtime.replace_source(
+            &self.core.hub,
+            None,
+            source,
+            endpoints,
+            self.core.clock.now(),
+        );
         Ok(())
     }
 }
 
-/// The endpoints a cluster's configuration lists, as the `config` source publishes them.
+/// Checks a source's full set before anything of it is applied: every problem at once.
+pub(crate) fn validate_set(
+    cluster: &str,
+    source: &str,
+    endpoints: &[Endpoint],
+) -> Result<(), DestinationsError> {
+    let mut problems = Vec::new();
+    if source == CONFIG_SOURCE || source.trim().is_empty() {
+        problems.push(format!(
+            "`{source}` cannot name a source (`{CONFIG_SOURCE}` is the configuration's)"
+        ));
+    }
+    let mut keys = HashSet::with_capacity(endpoints.len());
+    for e in endpoints {
+        if e.key.trim().is_empty() {
+            problems.push(format!("endpoint at {} has an empty key", e.address));
+        } else if !keys.insert(fold_case(&e.key)) {
+            problems.push(format!("key `{}` is given twice", e.key));
+        }
+        let weight = e.attributes.weight;
+        if !(weight.is_finite() && weight >= 0.0) {
+            problems.push(format!(
+                "endpoint `{}`: weight {weight} is not a finite number, 0 or more",
+                e.key
+            ));
+        }
+        if let Err(why) = parse_base(e.address.as_str()) {
+            problems.push(format!(
+                "endpoint `{}`: address `{}` {why}",
+                e.key, e.address
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(DestinationsError::Invalid {
+            cluster: cluster.to_string(),
+            source: source.to_string(),
+            problems,
+        })
+    }
+}
+
+/// The endpoints a cluster's configuration lists, as the `config` source publishes them (none
+/// when a `ResolveDestinations` source expands them instead).
 fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
+    if cluster.resolves_destinations() {
+        return Vec::new();
+    }
     cluster
         .destinations()
         .iter()
@@ -235,7 +266,10 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
                     host: d.host_setting().map(str::to_string),
                     health_url: d.health_setting().and_then(|h| parse_base(h).ok()),
                     metadata: d.metadata_map().clone(),
+                    locality: Locality::new(),
                 },
+                explicit_tier: true,
+                health: DiscoveryHealth::Unknown,
             })
         })
         .collect()
@@ -248,38 +282,41 @@ enum Planned {
     New(Box<DestinationInfo>),
 }
 
+/// What applying a source's set changed, by destination id.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    pub added: Vec<Arc<str>>,
+    pub removed: Vec<Arc<str>>,
+    pub updated: Vec<Arc<str>>,
+}
+
 impl ClusterRuntime {
     /// Applies one source's full set (and new settings, for a reload) and publishes the
     /// cluster's new snapshot, all under the cluster's book lock.
     pub(crate) fn replace_source(
         &self,
-        core: &EngineCore,
+        hub: &Hub,
         settings: Option<Arc<ClusterSettings>>,
         source: &str,
         endpoints: Vec<Endpoint>,
         now: Duration,
-    ) {
+    ) -> Applied {
         let mut book = self.book.lock();
+        self.apply_set(hub, &mut book, settings, source, endpoints, now)
+    }
+
+    /// [`replace_source`](Self::replace_source) with the book already locked.
+    pub(crate) fn apply_set(
+        &self,
+        hub: &Hub,
+        book: &mut ClusterBook,
+        settings: Option<Arc<ClusterSettings>>,
+        source: &str,
+        mut endpoints: Vec<Endpoint>,
+        now: Duration,
+    ) -> Applied {
         let settings = settings.unwrap_or_else(|| self.cell.load().settings.clone());
-        let position = match book.sources.iter().position(|s| &*s.source == source) {
-            Some(position) => position,
-            None => {
-                // The configuration's destinations come first, then sources in arrival order.
-                let at = if source == CONFIG_SOURCE {
-                    0
-                } else {
-                    book.sources.len()
-                };
-                book.sources.insert(
-                    at,
-                    SourceMembers {
-                        source: Arc::from(source),
-                        members: Vec::new(),
-                    },
-                );
-                at
-            }
-        };
+        let position = book.source_position(source);
         // Ids are unique within a cluster: a key that another source already uses as an id is
         // qualified with this source's name.
         let taken: HashSet<String> = book
@@ -289,11 +326,17 @@ impl ClusterRuntime {
             .filter(|(i, _)| *i != position)
             .flat_map(|(_, s)| s.members.iter().map(|d| fold_case(d.id())))
             .collect();
+        // Locality decides the tier of endpoints whose source gave none (SPEC §13).
+        if let Some(rule) = &settings.locality {
+            for e in endpoints.iter_mut().filter(|e| !e.explicit_tier) {
+                e.attributes.tier = rule.tier(&e.attributes.locality);
+            }
+        }
         let previous = std::mem::take(&mut book.sources[position].members);
-        let sink: Arc<dyn OutcomeSink> = match self.me.upgrade() {
-            Some(me) => me,
-            None => return, // being dropped
+        let Some(me) = self.me.upgrade() else {
+            return Applied::default(); // being dropped
         };
+        let sink: Arc<dyn OutcomeSink> = me;
         let merged = merge(
             &settings.id,
             &book.sources[position].source,
@@ -301,24 +344,63 @@ impl ClusterRuntime {
             endpoints,
             &taken,
             &sink,
+            now,
         );
         book.sources[position].members = merged.members;
-        if source != CONFIG_SOURCE && book.sources[position].members.is_empty() {
+        let registered = book.sources[position].state.is_some();
+        if source != CONFIG_SOURCE && !registered && book.sources[position].members.is_empty() {
             book.sources.remove(position);
         }
-        let warming = settings.probing.is_some() && !book.first_round_done;
+        let source_name: Arc<str> = Arc::from(source);
+        for (d, from, to) in &merged.health_changes {
+            changed(
+                Some(hub),
+                &settings,
+                d,
+                HealthPart::Discovery,
+                PartValue::Discovery(*from),
+                PartValue::Discovery(*to),
+                &Reason::Discovery {
+                    source: source_name.clone(),
+                },
+                now,
+            );
+        }
+        let waiting = book.waiting(&settings);
         let snapshot =
-            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), warming);
-        self.publish(Some(&core.hub), &mut book, snapshot, now);
-        for d in merged.removed {
+            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), waiting);
+        self.publish(Some(hub), book, snapshot, now);
+        for d in &merged.removed {
             d.state().mark_removed();
         }
         for (d, due) in merged.reactivations {
-            let cluster: Weak<dyn Reactivate> = self.me.clone();
-            core.hub
-                .timers
-                .schedule(Reactivation::new(due, cluster, Arc::downgrade(&d)));
+            let cluster: Weak<dyn TimerTarget> = self.me.clone();
+            hub.timers.schedule(Timer::new(
+                due,
+                cluster,
+                Due::Reactivation(Arc::downgrade(&d)),
+            ));
         }
+        let applied = Applied {
+            added: merged.added,
+            removed: merged.removed.iter().map(|d| d.info().id.clone()).collect(),
+            updated: merged.updated,
+        };
+        let changed_any =
+            !(applied.added.is_empty() && applied.removed.is_empty() && applied.updated.is_empty());
+        if source != CONFIG_SOURCE && changed_any {
+            hub.emit(HealthEvent {
+                at: now,
+                cluster: self.cell.load().settings.id.clone(),
+                kind: HealthEventKind::DestinationsChanged {
+                    source: source_name,
+                    added: applied.added.clone(),
+                    removed: applied.removed.clone(),
+                    updated: applied.updated.clone(),
+                },
+            });
+        }
+        applied
     }
 }
 
@@ -328,6 +410,12 @@ struct Merged {
     members: Vec<Arc<Destination>>,
     /// Those that left (removed keys, and keys now at another address).
     removed: Vec<Arc<Destination>>,
+    /// Ids of new destinations.
+    added: Vec<Arc<str>>,
+    /// Ids of kept destinations whose attributes changed.
+    updated: Vec<Arc<str>>,
+    /// Discovery health set by this publication: (destination, from, to).
+    health_changes: Vec<(Arc<Destination>, DiscoveryHealth, DiscoveryHealth)>,
     /// New objects that took over a pending reactivation (a respelt id): it is scheduled again.
     reactivations: Vec<(Arc<Destination>, Duration)>,
 }
@@ -340,14 +428,18 @@ fn merge(
     endpoints: Vec<Endpoint>,
     taken: &HashSet<String>,
     sink: &Arc<dyn OutcomeSink>,
+    now: Duration,
 ) -> Merged {
     let mut by_key: HashMap<Arc<str>, Arc<Destination>> = previous
         .into_iter()
         .map(|d| (d.info().key.clone(), d))
         .collect();
     let mut removed = Vec::new();
+    let mut updated = Vec::new();
+    let mut health = Vec::with_capacity(endpoints.len());
     let mut planned = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {
+        health.push(endpoint.health);
         let key: Arc<str> = Arc::from(fold_case(&endpoint.key));
         let id = if taken.contains(&*key) {
             format!("{}@{source}", endpoint.key)
@@ -361,6 +453,7 @@ fn merge(
                 if *info.id == *id && *info.cluster_id == **cluster_id {
                     if **info.attributes.load() != endpoint.attributes {
                         info.attributes.store(Arc::new(endpoint.attributes));
+                        updated.push(info.id.clone());
                     }
                     planned.push(Planned::Kept(kept));
                     continue;
@@ -386,7 +479,8 @@ fn merge(
         })));
     }
     let mut reactivations = Vec::new();
-    let members = planned
+    let mut added = Vec::new();
+    let members: Vec<Arc<Destination>> = planned
         .into_iter()
         .map(|planned| match planned {
             Planned::Kept(kept) => kept,
@@ -395,14 +489,28 @@ fn merge(
                 if let Some(due) = d.state().record.lock().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }
+                added.push(d.info().id.clone());
                 d
             }
         })
         .collect();
+    let mut health_changes = Vec::new();
+    for (d, to) in members.iter().zip(health) {
+        let state = d.state();
+        state.record.lock().last_seen = Some(now);
+        let from = state.discovery();
+        if from != to {
+            state.set_discovery(to);
+            health_changes.push((d.clone(), from, to));
+        }
+    }
     removed.extend(by_key.into_values());
     Merged {
         members,
         removed,
+        added,
+        updated,
+        health_changes,
         reactivations,
     }
 }

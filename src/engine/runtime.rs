@@ -9,13 +9,18 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::hub::Hub;
-use super::timers::Reactivate;
+use super::source_state::SourceState;
+use super::timers::{Due, TimerTarget};
 use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
-use crate::cluster::snapshot::ClusterSnapshot;
+use crate::cluster::snapshot::{ClusterSnapshot, Waiting};
+use crate::config::discovery::RESERVED_SOURCE;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
+
+/// The source of the destinations a configuration lists.
+pub const CONFIG_SOURCE: &str = RESERVED_SOURCE;
 
 /// Where a cluster's snapshot is published: shared with each thread's pick cache.
 pub(crate) type SnapshotCell = Arc<ArcSwap<ClusterSnapshot>>;
@@ -51,10 +56,48 @@ pub(crate) struct ClusterBook {
     pub first_round_done: bool,
 }
 
+impl ClusterBook {
+    /// The position of `source`'s entry, added (empty) if it has none: the configuration's
+    /// destinations come first, then sources in arrival order.
+    pub fn source_position(&mut self, source: &str) -> usize {
+        if let Some(position) = self.sources.iter().position(|s| &*s.source == source) {
+            return position;
+        }
+        let at = if source == CONFIG_SOURCE {
+            0
+        } else {
+            self.sources.len()
+        };
+        self.sources.insert(
+            at,
+            SourceMembers {
+                source: Arc::from(source),
+                members: Vec::new(),
+                state: None,
+            },
+        );
+        at
+    }
+
+    /// What the cluster waits for, under `settings`.
+    pub fn waiting(&self, settings: &ClusterSettings) -> Waiting {
+        Waiting {
+            first_round: settings.probing.is_some() && !self.first_round_done,
+            discovery: self
+                .sources
+                .iter()
+                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered)),
+        }
+    }
+}
+
 /// One source's current destinations in a cluster.
 pub(crate) struct SourceMembers {
     pub source: Arc<str>,
     pub members: Vec<Arc<Destination>>,
+    /// A registered discovery source's status and update guard (`None`: the configuration, or
+    /// a set published with `Engine::set_destinations`).
+    pub state: Option<SourceState>,
 }
 
 impl ClusterBook {
@@ -107,9 +150,16 @@ impl ClusterRuntime {
     }
 }
 
-impl Reactivate for ClusterRuntime {
-    fn reactivate(&self, destination: &Destination, due: std::time::Duration) {
-        self.reactivate_at(destination, due);
+impl TimerTarget for ClusterRuntime {
+    fn fire(&self, due: std::time::Duration, what: &Due) {
+        match what {
+            Due::Reactivation(destination) => {
+                if let Some(destination) = destination.upgrade() {
+                    self.reactivate_at(&destination, due);
+                }
+            }
+            Due::HeldChange(source) => self.confirm_held(source, due),
+        }
     }
 }
 

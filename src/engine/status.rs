@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::runtime::ClusterBook;
 use super::Engine;
+use crate::config::discovery::GuardMode;
 use crate::destination::Destination;
-use crate::health::state::{HealthClass, HealthState, ReportedHealth};
+use crate::events::HeldReason;
+use crate::health::state::{DiscoveryHealth, HealthClass, HealthState, ReportedHealth};
 use crate::ids::eq_ignore_case;
 
 /// Every cluster at one moment.
@@ -45,8 +48,52 @@ pub struct ClusterStatus {
     pub panic: bool,
     /// The best group's class; `None` when nothing is available.
     pub best_class: Option<HealthClass>,
-    /// Destinations in config order.
+    /// Registered discovery sources, in the order they registered.
+    pub sources: Vec<SourceStatus>,
+    /// Destinations: the configuration's in config order, then each source's.
     pub destinations: Vec<DestinationStatus>,
+}
+
+/// One discovery source of a cluster at one moment (SPEC §13).
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceStatus {
+    /// The source's name (unique in its cluster).
+    pub name: String,
+    /// What kind of source (`Dns`, `custom`, ...).
+    pub kind: String,
+    /// What it watches.
+    pub target: String,
+    /// Whether it answered at least once.
+    pub answered: bool,
+    /// Engine-clock time of its last answer.
+    pub last_success: Option<Duration>,
+    /// Time since its last answer.
+    pub age: Option<Duration>,
+    /// Its last failure, if any: engine-clock time and what went wrong.
+    pub last_error: Option<(Duration, String)>,
+    /// Since when it fails (its last good set stays in force); `None` when it answers.
+    pub stale_since: Option<Duration>,
+    /// Publications applied so far.
+    pub generation: u64,
+    /// Destinations it has in the cluster now.
+    pub endpoints: usize,
+    /// The change its update guard holds, if any.
+    pub held: Option<HeldStatus>,
+}
+
+/// A change the update guard holds (SPEC §13).
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldStatus {
+    /// Why it is held.
+    pub reason: HeldReason,
+    /// How many destinations it would remove.
+    pub removes: usize,
+    /// Of how many.
+    pub of: usize,
+    /// Engine-clock time it was first held.
+    pub since: Duration,
+    /// When it applies by itself unless the source changes its mind (`None`: only when forced).
+    pub applies_at: Option<Duration>,
 }
 
 impl ClusterStatus {
@@ -89,6 +136,12 @@ pub struct DestinationStatus {
     pub last_probe_result: Option<String>,
     /// The last probe failure.
     pub last_error: Option<String>,
+    /// What its discovery source says about it (`Unknown` for configured destinations).
+    pub discovery: DiscoveryHealth,
+    /// Engine-clock time its source last published it.
+    pub last_seen: Option<Duration>,
+    /// Where it runs, as its source said (`region/zone/node`, `-` when unknown).
+    pub locality: String,
 }
 
 impl Engine {
@@ -96,6 +149,7 @@ impl Engine {
     /// (SPEC §10).
     pub fn status(&self) -> EngineStatus {
         let table = self.core.table();
+        let now = self.core.clock.now();
         let clusters = table
             .runtimes()
             .map(|runtime| {
@@ -127,6 +181,9 @@ impl Engine {
                             last_probe: record.last_probe,
                             last_probe_result: record.last_probe_result,
                             last_error: record.last_error,
+                            discovery: health.discovery,
+                            last_seen: record.last_seen,
+                            locality: d.with_attributes(|a| a.locality().to_string()),
                         }
                     })
                     .collect();
@@ -139,13 +196,41 @@ impl Engine {
                     passive_enabled: policies.passive.is_some(),
                     panic: snapshot.panic,
                     best_class: snapshot.best_class,
+                    sources: sources(&runtime.book.lock(), now),
                     destinations,
                 }
             })
             .collect();
-        EngineStatus {
-            at: self.core.clock.now(),
-            clusters,
-        }
+        EngineStatus { at: now, clusters }
     }
+}
+
+/// The registered sources of a cluster, as of `now`.
+fn sources(book: &ClusterBook, now: Duration) -> Vec<SourceStatus> {
+    book.sources
+        .iter()
+        .filter_map(|s| {
+            let state = s.state.as_ref()?;
+            Some(SourceStatus {
+                name: s.source.to_string(),
+                kind: state.kind.clone(),
+                target: state.target.clone(),
+                answered: state.answered,
+                last_success: state.last_success,
+                age: state.last_success.map(|at| now.saturating_sub(at)),
+                last_error: state.last_error.clone(),
+                stale_since: state.stale_since,
+                generation: state.generation,
+                endpoints: s.members.len(),
+                held: state.held.as_ref().map(|h| HeldStatus {
+                    reason: h.reason,
+                    removes: h.removes,
+                    of: h.of,
+                    since: h.since,
+                    applies_at: (state.guard.mode == GuardMode::AfterConfirmation)
+                        .then(|| h.since + state.guard.confirm_after),
+                }),
+            })
+        })
+        .collect()
 }

@@ -1,5 +1,6 @@
-//! Passive reactivation timers (SPEC §4): a heap of due times, fired by a tokio task on the
-//! system clock, or by `Engine::fire_due_timers` with a custom clock.
+//! The engine's timers: passive reactivations (SPEC §4) and the confirmation of changes the
+//! update guard holds (SPEC §13). A heap of due times, fired by a tokio task on the system
+//! clock, or by `Engine::fire_due_timers` with a custom clock.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -13,56 +14,60 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::destination::Destination;
 
-/// What a due reactivation calls: the destination's cluster.
-pub(crate) trait Reactivate: Send + Sync {
-    /// `destination`'s reactivation due at `due` fired.
-    fn reactivate(&self, destination: &Destination, due: Duration);
+/// What a due timer calls: the cluster it belongs to.
+pub(crate) trait TimerTarget: Send + Sync {
+    /// The timer `what`, due at `due`, fired.
+    fn fire(&self, due: Duration, what: &Due);
 }
 
-/// A pending passive reactivation of one destination.
-pub(crate) struct Reactivation {
+/// What a timer is for.
+pub(crate) enum Due {
+    /// A destination's passive reactivation.
+    Reactivation(Weak<Destination>),
+    /// The confirmation delay of the change a source's update guard holds.
+    HeldChange(Arc<str>),
+}
+
+/// One pending timer.
+pub(crate) struct Timer {
     due: Duration,
     seq: u64,
-    cluster: Weak<dyn Reactivate>,
-    destination: Weak<Destination>,
+    cluster: Weak<dyn TimerTarget>,
+    what: Due,
 }
 
-impl Reactivation {
-    pub fn new(
-        due: Duration,
-        cluster: Weak<dyn Reactivate>,
-        destination: Weak<Destination>,
-    ) -> Self {
-        Reactivation {
+impl Timer {
+    pub fn new(due: Duration, cluster: Weak<dyn TimerTarget>, what: Due) -> Self {
+        Timer {
             due,
             seq: 0,
             cluster,
-            destination,
+            what,
         }
     }
 }
 
 // Ordered by due time, then by scheduling order; what they point at takes no part.
-impl PartialEq for Reactivation {
+impl PartialEq for Timer {
     fn eq(&self, other: &Self) -> bool {
         (self.due, self.seq) == (other.due, other.seq)
     }
 }
-impl Eq for Reactivation {}
-impl PartialOrd for Reactivation {
+impl Eq for Timer {}
+impl PartialOrd for Timer {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Reactivation {
+impl Ord for Timer {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.due, self.seq).cmp(&(other.due, other.seq))
     }
 }
 
-/// The engine's reactivation timers.
+/// The engine's timers.
 pub(crate) struct Timers {
-    heap: Mutex<BinaryHeap<Reverse<Reactivation>>>,
+    heap: Mutex<BinaryHeap<Reverse<Timer>>>,
     seq: AtomicU64,
     wake: Arc<Notify>,
     driver_started: AtomicBool,
@@ -89,7 +94,7 @@ impl Timers {
         })
     }
 
-    pub fn schedule(&self, mut entry: Reactivation) {
+    pub fn schedule(&self, mut entry: Timer) {
         entry.seq = self.seq.fetch_add(1, AtomicOrdering::Relaxed);
         self.heap.lock().push(Reverse(entry));
         self.wake.notify_one();
@@ -102,7 +107,7 @@ impl Timers {
         self.heap.lock().peek().map(|Reverse(e)| e.due)
     }
 
-    /// Fires every reactivation due at `now`; returns how many fired.
+    /// Fires every timer due at `now`; returns how many fired.
     pub fn fire_due(&self, now: Duration) -> usize {
         let mut fired = 0;
         loop {
@@ -117,10 +122,8 @@ impl Timers {
                 return fired;
             };
             fired += 1;
-            if let (Some(cluster), Some(destination)) =
-                (entry.cluster.upgrade(), entry.destination.upgrade())
-            {
-                cluster.reactivate(&destination, entry.due);
+            if let Some(cluster) = entry.cluster.upgrade() {
+                cluster.fire(entry.due, &entry.what);
             }
         }
     }
@@ -131,10 +134,10 @@ impl Timers {
         self.wake.notify_one();
     }
 
-    /// Starts the task that fires reactivations on time, if a tokio runtime is at hand.
+    /// Starts the task that fires timers on time, if a tokio runtime is at hand.
     fn start_driver(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation fires only when Engine::fire_due_timers is called");
+            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation and held-change confirmation fire only when Engine::fire_due_timers is called");
             return;
         };
         if self.driver_started.swap(true, AtomicOrdering::AcqRel) {

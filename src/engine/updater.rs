@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::hub::Hub;
 use super::runtime::{ClusterBook, ClusterRuntime};
-use super::timers::{Reactivate, Reactivation};
+use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::Destination;
@@ -92,16 +92,16 @@ impl ClusterRuntime {
                 record.reactivation_due = Some(due);
                 drop(record);
                 if let Some(hub) = &hub {
-                    let cluster: std::sync::Weak<dyn Reactivate> = self.me.clone();
-                    hub.timers.schedule(Reactivation::new(
+                    let cluster: std::sync::Weak<dyn TimerTarget> = self.me.clone();
+                    hub.timers.schedule(Timer::new(
                         due,
                         cluster,
-                        Arc::downgrade(destination),
+                        Due::Reactivation(Arc::downgrade(destination)),
                     ));
                 }
             }
         }
-        let rebuilt = snapshot.rebuilt(snapshot.warming);
+        let rebuilt = snapshot.rebuilt(snapshot.waiting);
         self.publish(hub.as_deref(), &mut book, rebuilt, now);
     }
 
@@ -232,8 +232,13 @@ impl ClusterRuntime {
         now: Duration,
     ) {
         book.first_round_done = true;
-        self.publish(hub, book, snapshot.rebuilt(false), now);
+        let waiting = book.waiting(&snapshot.settings);
+        self.publish(hub, book, snapshot.rebuilt(waiting), now);
         self.first_round.send_replace(true);
+        // A change held by a source's update guard may now be backed by the probes.
+        if let Some(hub) = hub {
+            self.release_if_probes_agree(hub, book, now);
+        }
     }
 
     /// A due reactivation of `destination`: its passive health returns to Unknown if it is still
@@ -264,7 +269,7 @@ impl ClusterRuntime {
             &Reason::Reactivation,
             due,
         );
-        let rebuilt = snapshot.rebuilt(snapshot.warming);
+        let rebuilt = snapshot.rebuilt(snapshot.waiting);
         self.publish(hub.as_deref(), &mut book, rebuilt, due);
     }
 
@@ -312,7 +317,7 @@ impl ClusterRuntime {
 
 /// Records and announces one health-part change.
 #[allow(clippy::too_many_arguments)]
-fn changed(
+pub(crate) fn changed(
     hub: Option<&Hub>,
     settings: &ClusterSettings,
     destination: &Destination,

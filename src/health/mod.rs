@@ -17,4 +17,6 @@ pub use outcome::RequestOutcome;
 pub use payload::{status_code, HealthPayload};
 pub use probe_result::ProbeResult;
 pub use reason::Reason;
-pub use state::{HealthClass, HealthPart, HealthParts, HealthState, ReportedHealth};
+pub use state::{
+    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, ReportedHealth,
+};

@@ -29,6 +29,11 @@ pub enum Reason {
     },
     /// The passive reactivation period elapsed.
     Reactivation,
+    /// The destination's discovery source said so.
+    Discovery {
+        /// The source.
+        source: std::sync::Arc<str>,
+    },
     /// Text from a custom policy.
     Custom(Cow<'static, str>),
 }
@@ -54,6 +59,7 @@ impl fmt::Display for Reason {
                 "transport failure rate {rate:.3} ({failed}/{total}), limit {limit}"
             ),
             Reason::Reactivation => f.write_str("reactivation"),
+            Reason::Discovery { source } => write!(f, "source `{source}`"),
             Reason::Custom(text) => f.write_str(text),
         }
     }

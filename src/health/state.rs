@@ -102,7 +102,73 @@ impl fmt::Display for ReportedHealth {
     }
 }
 
-/// The three independent health parts of a destination (SPEC §1).
+/// What a discovery source says about an endpoint (SPEC §13): Kubernetes' ready / serving /
+/// terminating conditions, Consul's passing / warning / critical checks, an etcd value's
+/// `Health`. Destinations of the configuration are `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+pub enum DiscoveryHealth {
+    /// The source says nothing about it.
+    #[default]
+    Unknown,
+    /// The source says it is ready for traffic.
+    Healthy,
+    /// It still serves but is going away (Kubernetes terminating-but-serving, Consul warning):
+    /// ranks with Degraded, used only when nothing better is left.
+    Draining,
+    /// The source says it must not get traffic: excluded.
+    Unhealthy,
+}
+
+impl DiscoveryHealth {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            DiscoveryHealth::Unknown => 0,
+            DiscoveryHealth::Healthy => 1,
+            DiscoveryHealth::Draining => 2,
+            DiscoveryHealth::Unhealthy => 3,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Self {
+        match v {
+            1 => DiscoveryHealth::Healthy,
+            2 => DiscoveryHealth::Draining,
+            3 => DiscoveryHealth::Unhealthy,
+            _ => DiscoveryHealth::Unknown,
+        }
+    }
+
+    /// Reads `Healthy`, `Draining`, `Unhealthy` or `Unknown`, case-insensitively.
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = text.trim();
+        [
+            DiscoveryHealth::Unknown,
+            DiscoveryHealth::Healthy,
+            DiscoveryHealth::Draining,
+            DiscoveryHealth::Unhealthy,
+        ]
+        .into_iter()
+        .find(|h| h.as_str().eq_ignore_ascii_case(t))
+    }
+
+    /// `Unknown`, `Healthy`, `Draining` or `Unhealthy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryHealth::Unknown => "Unknown",
+            DiscoveryHealth::Healthy => "Healthy",
+            DiscoveryHealth::Draining => "Draining",
+            DiscoveryHealth::Unhealthy => "Unhealthy",
+        }
+    }
+}
+
+impl fmt::Display for DiscoveryHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The independent health parts of a destination (SPEC §1, §13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealthParts {
     /// Written by the active policy from probe rounds.
@@ -111,6 +177,8 @@ pub struct HealthParts {
     pub passive: HealthState,
     /// Read from the destination's own health payload, if its probes return one.
     pub reported: Option<ReportedHealth>,
+    /// What its discovery source says about it.
+    pub discovery: DiscoveryHealth,
 }
 
 /// How good a destination is for traffic right now; selection keeps only the best class present
@@ -121,7 +189,8 @@ pub enum HealthClass {
     /// rank here too, so a destination reactivated to Unknown gets traffic again.
     Healthy,
     /// Usable, but the destination reports `Degraded` (or `Unhealthy` before the active policy
-    /// has ejected it): used only when no Healthy destination is left.
+    /// has ejected it), or its discovery source says it is draining: used only when no Healthy
+    /// destination is left.
     Degraded,
     /// Excluded by its health checks and present only because the cluster is in panic mode.
     Unhealthy,
@@ -147,6 +216,8 @@ pub enum HealthPart {
     Passive,
     /// Read from the destination's health payload.
     Reported,
+    /// Said by the destination's discovery source.
+    Discovery,
 }
 
 impl fmt::Display for HealthPart {
@@ -155,6 +226,7 @@ impl fmt::Display for HealthPart {
             HealthPart::Active => "active",
             HealthPart::Passive => "passive",
             HealthPart::Reported => "reported",
+            HealthPart::Discovery => "discovery",
         })
     }
 }

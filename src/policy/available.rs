@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::destination::Destination;
-use crate::health::state::HealthState;
+use crate::health::state::{DiscoveryHealth, HealthState};
 
 /// The destinations that may receive traffic, and whether the policy fell back to all of them.
 #[derive(Debug, Clone, Default)]
@@ -41,11 +41,12 @@ impl AvailablePolicyContext<'_> {
         self.passive_enabled
     }
 
-    /// Whether an enabled check marks `destination` Unhealthy.
+    /// Whether an enabled check marks `destination` Unhealthy, or its discovery source does.
     pub fn is_excluded(&self, destination: &Destination) -> bool {
         let h = destination.health();
         (self.active_enabled && h.active == HealthState::Unhealthy)
             || (self.passive_enabled && h.passive == HealthState::Unhealthy)
+            || h.discovery == DiscoveryHealth::Unhealthy
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
 use crate::destination::Destination;
 
-/// Destinations not marked Unhealthy by an enabled check; none left means no traffic
+/// Destinations not marked Unhealthy by an enabled check or by their discovery source; none left means no traffic
 /// (`NoAvailableDestinations`, YARP's 503).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HealthyAndUnknown;
@@ -17,14 +17,12 @@ impl AvailableDestinationsPolicy for HealthyAndUnknown {
         ctx: &AvailablePolicyContext<'_>,
         all: &[Arc<Destination>],
     ) -> Availability {
-        let destinations = if ctx.active_enabled || ctx.passive_enabled {
-            all.iter()
-                .filter(|d| !ctx.is_excluded(d))
-                .cloned()
-                .collect()
-        } else {
-            all.to_vec()
-        };
+        // Without checks only a discovery source's Unhealthy excludes (SPEC §13).
+        let destinations = all
+            .iter()
+            .filter(|d| !ctx.is_excluded(d))
+            .cloned()
+            .collect();
         Availability {
             destinations,
             panic: false,

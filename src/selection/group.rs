@@ -4,21 +4,20 @@
 use std::sync::Arc;
 
 use crate::destination::Destination;
-use crate::health::state::{HealthClass, ReportedHealth};
+use crate::health::state::{DiscoveryHealth, HealthClass, ReportedHealth};
 use crate::ids::eq_ignore_case;
 use crate::policy::available::AvailablePolicyContext;
 
 /// The health class of an available destination (SPEC §6).
 pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> HealthClass {
     if ctx.is_excluded(d) {
-        HealthClass::Unhealthy
-    } else {
-        match d.health().reported {
-            Some(ReportedHealth::Degraded) | Some(ReportedHealth::Unhealthy) => {
-                HealthClass::Degraded
-            }
-            _ => HealthClass::Healthy,
-        }
+        return HealthClass::Unhealthy;
+    }
+    let health = d.health();
+    match (health.reported, health.discovery) {
+        (Some(ReportedHealth::Degraded) | Some(ReportedHealth::Unhealthy), _)
+        | (_, DiscoveryHealth::Draining) => HealthClass::Degraded,
+        _ => HealthClass::Healthy,
     }
 }
 

@@ -388,6 +388,8 @@ impl Observer for Lines {
                     panic: *panic,
                 })
             }
+            // Scenarios have no discovery sources and no config files.
+            _ => {}
         }
     }
 }
@@ -396,6 +398,7 @@ fn part_value(value: PartValue) -> Option<String> {
     match value {
         PartValue::State(s) => Some(s.to_string()),
         PartValue::Reported(r) => r.map(|r| r.to_string()),
+        other => Some(other.to_string()),
     }
 }
 

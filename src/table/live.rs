@@ -350,6 +350,9 @@ mod tests {
             last_probe: None,
             last_probe_result: None,
             last_error: None,
+            discovery: crate::health::state::DiscoveryHealth::Unknown,
+            last_seen: None,
+            locality: "-".to_string(),
         }
     }
 
@@ -374,6 +377,7 @@ mod tests {
                 passive_enabled: false,
                 panic: false,
                 best_class: Some(HealthClass::Healthy),
+                sources: Vec::new(),
                 destinations: vec![local, degraded, remote],
             }],
         }

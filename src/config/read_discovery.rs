@@ -1,0 +1,313 @@
+//! Reading a cluster's `Discovery` and `LocalityTiers` sections (SPEC §13; healthpick
+//! extensions, which YARP ignores). `Discovery` is one source (an object) or several (an array).
+//! Every key is read as .NET configuration reads keys (case-insensitive, scalars as text); every
+//! bad value is an error naming cluster, key path and value; a key this section does not know is
+//! a warning.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::discovery::{
+    DiscoveryConfig, DnsRecord, DnsSourceConfig, GuardMode, GuardPolicy, LocalityTiers,
+    RefreshBounds, ResolveDestinationsConfig, SourceConfig,
+};
+use super::metadata::parse_number;
+use super::tree::{join, Node, Reader};
+use crate::ids::eq_ignore_case;
+
+/// The source types a `Discovery` section may name.
+const TYPES: &[&str] = &["Dns", "ResolveDestinations"];
+
+/// The keys every source takes, and those of each type.
+const COMMON_KEYS: &[&str] = &[
+    "Type",
+    "Source",
+    "Guard",
+    "MinRefresh",
+    "MaxRefresh",
+    "Jitter",
+    "FirstAnswerWithin",
+];
+const DNS_KEYS: &[&str] = &["Name", "Record", "Port", "Scheme", "Servers", "Timeout"];
+const RESOLVE_KEYS: &[&str] = &["Servers", "Timeout"];
+const GUARD_KEYS: &[&str] = &["Policy", "MaxRemovedShare", "ConfirmAfter"];
+const LOCALITY_KEYS: &[&str] = &["Enabled", "LocalZone", "LocalRegion", "Tiers"];
+
+/// The sources of a cluster's `Discovery` section (absent: none).
+pub(crate) fn read_discovery(r: &mut Reader<'_, '_>, cluster: &Node) -> Vec<DiscoveryConfig> {
+    let Some(section) = r.object(cluster, "", "Discovery") else {
+        return Vec::new();
+    };
+    let entries = section.entries();
+    let is_list = !entries.is_empty() && entries.iter().all(|(k, _)| k.parse::<usize>().is_ok());
+    if !is_list {
+        return read_source(r, section, "Discovery").into_iter().collect();
+    }
+    entries
+        .iter()
+        .filter_map(|(index, node)| match node {
+            Node::Object(_) => read_source(r, node, &format!("Discovery:{index}")),
+            other => {
+                r.diags.error(
+                    r.place.path(&format!("Discovery:{index}")),
+                    r.place.message(format!(
+                        "a discovery source must be an object, found {}",
+                        other.kind()
+                    )),
+                );
+                None
+            }
+        })
+        .collect()
+}
+
+fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<DiscoveryConfig> {
+    let Some(kind) = r.text(node, at, "Type") else {
+        r.diags.error(
+            r.place.path(&join(at, "Type")),
+            r.place.message(format!(
+                "a discovery source needs a Type (one of: {})",
+                TYPES.join(", ")
+            )),
+        );
+        return None;
+    };
+    let source = if eq_ignore_case(kind.trim(), "Dns") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, DNS_KEYS]);
+        read_dns(r, node, at).map(SourceConfig::Dns)
+    } else if eq_ignore_case(kind.trim(), "ResolveDestinations") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, RESOLVE_KEYS]);
+        Some(SourceConfig::ResolveDestinations(
+            ResolveDestinationsConfig {
+                servers: servers(r, node, at),
+                timeout: r
+                    .positive_duration(node, at, "Timeout", true)
+                    .unwrap_or(Duration::from_secs(5)),
+            },
+        ))
+    } else {
+        r.diags.error(
+            r.place.path(&join(at, "Type")),
+            r.place.message(format!(
+                "discovery Type `{kind}` is not a known source (known: {})",
+                TYPES.join(", ")
+            )),
+        );
+        None
+    };
+    let mut config = DiscoveryConfig::new(source?);
+    config.name = r.text(node, at, "Source");
+    if let Some(guard) = r.object(node, at, "Guard") {
+        config.guard = read_guard(r, guard, &join(at, "Guard"));
+    }
+    let defaults = RefreshBounds::default();
+    let min = r.positive_duration(node, at, "MinRefresh", true);
+    let max = r.positive_duration(node, at, "MaxRefresh", true);
+    config.refresh = RefreshBounds {
+        min: min.unwrap_or(defaults.min),
+        max: max.unwrap_or(defaults.max.max(min.unwrap_or(defaults.min))),
+        jitter: share(r, node, at, "Jitter").unwrap_or(defaults.jitter),
+    };
+    if config.refresh.min > config.refresh.max {
+        r.diags.error(
+            r.place.path(&join(at, "MinRefresh")),
+            r.place.message(format!(
+                "MinRefresh ({} ms) is longer than MaxRefresh ({} ms)",
+                config.refresh.min.as_millis(),
+                config.refresh.max.as_millis()
+            )),
+        );
+    }
+    if let Some(wait) = r.positive_duration(node, at, "FirstAnswerWithin", true) {
+        config.first_answer_within = wait;
+    }
+    Some(config)
+}
+
+fn read_dns(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<DnsSourceConfig> {
+    let name = r.text(node, at, "Name");
+    if name.is_none() {
+        r.diags.error(
+            r.place.path(&join(at, "Name")),
+            r.place
+                .message("a Dns source needs the Name to look up (payments.service.example)"),
+        );
+    }
+    let record = match r.text(node, at, "Record") {
+        None => Some(DnsRecord::Address),
+        Some(t)
+            if ["A", "AAAA", "Address"]
+                .iter()
+                .any(|k| eq_ignore_case(k, t.trim())) =>
+        {
+            Some(DnsRecord::Address)
+        }
+        Some(t) if eq_ignore_case(t.trim(), "SRV") => Some(DnsRecord::Srv),
+        Some(t) => {
+            r.diags.error(
+                r.place.path(&join(at, "Record")),
+                r.place
+                    .message(format!("Record `{t}` is not A, AAAA or SRV")),
+            );
+            None
+        }
+    };
+    let port = match r.integer(node, at, "Port", "a port, 1 to 65535") {
+        Some(p @ 1..=65535) => Some(p as u16),
+        Some(p) => {
+            r.diags.error(
+                r.place.path(&join(at, "Port")),
+                r.place
+                    .message(format!("Port `{p}` is not a port (1 to 65535)")),
+            );
+            None
+        }
+        None => None,
+    };
+    if record == Some(DnsRecord::Address) && port.is_none() && r.text(node, at, "Port").is_none() {
+        r.diags.error(
+            r.place.path(&join(at, "Port")),
+            r.place
+                .message("a Dns source of A/AAAA records needs the Port of its destinations"),
+        );
+    }
+    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
+    if !["http", "https"]
+        .iter()
+        .any(|s| eq_ignore_case(s, scheme.trim()))
+    {
+        r.diags.error(
+            r.place.path(&join(at, "Scheme")),
+            r.place
+                .message(format!("Scheme `{scheme}` is not http or https")),
+        );
+    }
+    let servers = servers(r, node, at);
+    let timeout = r
+        .positive_duration(node, at, "Timeout", true)
+        .unwrap_or(Duration::from_secs(5));
+    Some(DnsSourceConfig {
+        name: name?,
+        record: record?,
+        port,
+        scheme: scheme.trim().to_ascii_lowercase(),
+        servers,
+        timeout,
+    })
+}
+
+/// `Servers`: `ip:port` strings, as an array or one string.
+fn servers(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Vec<SocketAddr> {
+    let texts: Vec<(String, String)> = match node.get("Servers") {
+        None | Some(Node::Null) => return Vec::new(),
+        Some(Node::Value(v)) => vec![(join(at, "Servers"), v.clone())],
+        Some(Node::Object(items)) => items
+            .iter()
+            .filter_map(|(i, v)| match v {
+                Node::Value(v) => Some((join(at, &format!("Servers:{i}")), v.clone())),
+                _ => None,
+            })
+            .collect(),
+    };
+    texts
+        .into_iter()
+        .filter_map(|(path, text)| match text.trim().parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                r.diags.error(
+                    r.place.path(&path),
+                    r.place.message(format!(
+                        "server `{text}` is not an ip:port address (127.0.0.1:53, [::1]:53)"
+                    )),
+                );
+                None
+            }
+        })
+        .collect()
+}
+
+fn read_guard(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> GuardPolicy {
+    warn_unknown_keys(r, node, at, &[GUARD_KEYS]);
+    let mut guard = GuardPolicy::default();
+    match r.text(node, at, "Policy") {
+        None => {}
+        Some(t) if eq_ignore_case(t.trim(), "AfterConfirmation") => {
+            guard.mode = GuardMode::AfterConfirmation
+        }
+        Some(t) if eq_ignore_case(t.trim(), "Never") => guard.mode = GuardMode::Never,
+        Some(t) if eq_ignore_case(t.trim(), "Immediately") => guard.mode = GuardMode::Immediately,
+        Some(t) => r.diags.error(
+            r.place.path(&join(at, "Policy")),
+            r.place.message(format!(
+                "guard Policy `{t}` is not AfterConfirmation, Never or Immediately"
+            )),
+        ),
+    }
+    if let Some(s) = share(r, node, at, "MaxRemovedShare") {
+        guard.max_removed_share = s;
+    }
+    if let Some(d) = r.positive_duration(node, at, "ConfirmAfter", true) {
+        guard.confirm_after = d;
+    }
+    guard
+}
+
+/// A number from 0 to 1.
+fn share(r: &mut Reader<'_, '_>, node: &Node, at: &str, key: &str) -> Option<f64> {
+    let text = r.text(node, at, key)?;
+    match parse_number(&text) {
+        Some(v) if (0.0..=1.0).contains(&v) => Some(v),
+        _ => {
+            r.diags.error(
+                r.place.path(&join(at, key)),
+                r.place
+                    .message(format!("{key} `{text}` is not a share from 0 to 1")),
+            );
+            None
+        }
+    }
+}
+
+/// A cluster's `LocalityTiers` section (absent, or `Enabled: false`: off).
+pub(crate) fn read_locality_tiers(r: &mut Reader<'_, '_>, cluster: &Node) -> Option<LocalityTiers> {
+    const AT: &str = "LocalityTiers";
+    let node = r.object(cluster, "", AT)?;
+    warn_unknown_keys(r, node, AT, &[LOCALITY_KEYS]);
+    if r.bool(node, AT, "Enabled") == Some(false) {
+        return None;
+    }
+    let mut tiers = LocalityTiers {
+        local_zone: r.text(node, AT, "LocalZone"),
+        local_region: r.text(node, AT, "LocalRegion"),
+        ..LocalityTiers::default()
+    };
+    if let Some(named) = r.object(node, AT, "Tiers") {
+        for (name, _) in named.entries() {
+            let what = "a tier: 0, 1, 2, ...";
+            if let Some(tier) = r.integer(named, &join(AT, "Tiers"), name, what) {
+                tiers.tiers.insert(name.clone(), tier);
+            }
+        }
+    }
+    Some(tiers)
+}
+
+/// A key none of `known` lists is a warning: it is ignored, and probably misspelt.
+fn warn_unknown_keys(r: &mut Reader<'_, '_>, node: &Node, at: &str, known: &[&[&str]]) {
+    for (key, _) in node.entries() {
+        if !known
+            .iter()
+            .flat_map(|k| k.iter())
+            .any(|k| eq_ignore_case(k, key))
+        {
+            let expected: Vec<&str> = known.iter().flat_map(|k| k.iter().copied()).collect();
+            r.diags.warning(
+                r.place.path(&join(at, key)),
+                r.place.message(format!(
+                    "`{key}` is not a key of this section and is ignored (known: {})",
+                    expected.join(", ")
+                )),
+            );
+        }
+    }
+}
