@@ -41,6 +41,12 @@ impl RandomSource {
         self.with(|r| r.random_range(0..n))
     }
 
+    /// 64 uniform random bits.
+    #[inline]
+    pub fn next_u64(&self) -> u64 {
+        self.with(|rng| rng.next_u64())
+    }
+
     /// Two distinct uniform indices in `0..n` from one 64-bit draw; `(0, 0)` when `n` < 2.
     ///
     /// Each 32-bit half of the draw is scaled to its range by a multiply and a shift (Lemire's

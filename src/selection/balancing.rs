@@ -105,6 +105,12 @@ impl PickContext<'_> {
         self.rng.index(n)
     }
 
+    /// 64 random bits from the engine's (possibly seeded) source.
+    #[inline]
+    pub fn random_u64(&self) -> u64 {
+        self.rng.next_u64()
+    }
+
     /// Two distinct uniform random indices in `0..n` (`n` >= 2).
     #[inline]
     pub fn two_random_indices(&self, n: usize) -> (usize, usize) {

@@ -21,7 +21,9 @@ pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> Hea
     }
 }
 
-/// The best group among `available`: best health class, then lowest tier; with the class.
+/// The best group among `available`: best health class, then lowest tier; with the class. A
+/// destination of weight 0 is in it only when the group has no other (SPEC §13: weight 0 means
+/// "only when nothing else is left").
 pub(crate) fn best_group(
     ctx: &AvailablePolicyContext<'_>,
     available: &[Arc<Destination>],
@@ -33,11 +35,14 @@ pub(crate) fn best_group(
     let Some((class, tier)) = ranked.iter().map(|(c, t, _)| (*c, *t)).min() else {
         return (Vec::new(), None);
     };
-    let group = ranked
+    let mut group: Vec<Arc<Destination>> = ranked
         .into_iter()
         .filter(|(c, t, _)| *c == class && *t == tier)
         .map(|(_, _, d)| d.clone())
         .collect();
+    if group.iter().any(|d| d.weight() > 0.0) {
+        group.retain(|d| d.weight() > 0.0);
+    }
     (group, Some(class))
 }
 

@@ -1,16 +1,29 @@
-//! `Random`: a uniformly random destination of the group.
+//! `Random`: a random destination of the group, in proportion to the destinations' weights
+//! (uniform when they all weigh the same). The weights become an alias table once per change of
+//! the group, so a pick stays O(1): one random draw.
 
 use std::sync::Arc;
 
-use super::balancing::{LoadBalancingPolicy, PickContext};
+use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
+use super::weights::{self, AliasTable};
 use crate::destination::Destination;
 
-/// Uniform random choice.
+/// Random choice, weighted.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Random;
 
 impl LoadBalancingPolicy for Random {
+    fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
+        match weights::of(group) {
+            Some(weights) => Prepared::new(AliasTable::new(&weights)),
+            None => Prepared::none(),
+        }
+    }
+
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        ctx.random_index(group.len())
+        match ctx.prepared::<AliasTable>() {
+            Some(table) => table.index(ctx.random_u64()),
+            None => ctx.random_index(group.len()),
+        }
     }
 }
