@@ -40,7 +40,8 @@
 //!
 //! - after the criterion groups, a **paired** run prints the ratios of issue #2 with the arms
 //!   interleaved: in each of 301 rounds, every arm (the baseline, the two counted-pick floors,
-//!   `Random`, `PowerOfTwoChoices` and `RoundRobin`) makes a batch of picks (20,000, or 20 per
+//!   `Random`, `PowerOfTwoChoices` and `RoundRobin`, and the same three over a weighted cluster,
+//!   weights 1, 2, 3, 1, ...: `<policy>_weighted`) makes a batch of picks (20,000, or 20 per
 //!   destination if that is more) on one thread and then on two threads, in an order that
 //!   rotates from round to round; each round gives every arm its ratio to the baseline of that
 //!   round, and two-thread scaling `2 * t1 / t2` from its own one- and two-thread batches. The
@@ -102,6 +103,19 @@ fn cluster(policy: &str, n: usize) -> ClusterConfig {
                 format!("d{i}"),
                 format!("http://127.0.0.1:{}/", 10000 + i),
             ))
+        },
+    )
+}
+
+/// [`cluster`] with destination weights 1, 2, 3, 1, 2, 3, ... (metadata `Weight`).
+fn weighted_cluster(policy: &str, n: usize) -> ClusterConfig {
+    (0..n).fold(
+        ClusterConfig::new(CLUSTER).load_balancing_policy(policy),
+        |c, i| {
+            c.destination(
+                DestinationConfig::new(format!("d{i}"), format!("http://127.0.0.1:{}/", 10000 + i))
+                    .metadata("Weight", (i % 3 + 1).to_string()),
+            )
         },
     )
 }
@@ -411,11 +425,22 @@ fn bench_paired(_: &mut Criterion) {
         let engines: Vec<Engine> = PAIRED_POLICIES
             .iter()
             .map(|&policy| engine(cluster(policy, n)))
+            .chain(
+                PAIRED_POLICIES
+                    .iter()
+                    .map(|&policy| engine(weighted_cluster(policy, n))),
+            )
             .collect();
-        // Arm 0 is the baseline, 1 and 2 the counted-pick floors, 3.. the engines.
+        // Arm 0 is the baseline, 1 and 2 the counted-pick floors, 3.. the engines (unweighted,
+        // then weighted).
+        let weighted: Vec<String> = PAIRED_POLICIES
+            .iter()
+            .map(|p| format!("{p}_weighted"))
+            .collect();
         let names: Vec<&str> = ["baseline", "floor_random_inflight", "floor_p2c_inflight"]
             .into_iter()
             .chain(PAIRED_POLICIES)
+            .chain(weighted.iter().map(String::as_str))
             .collect();
         let arms = names.len();
         let op = |arm: usize| match arm {
@@ -450,7 +475,7 @@ fn bench_paired(_: &mut Criterion) {
         println!("  {n} destinations (baseline {baseline:.1} ns):");
         for arm in 1..arms {
             println!(
-                "    {:<22} 1 thread {:.2}x the baseline ({:.1} ns)",
+                "    {:<28} 1 thread {:.2}x the baseline ({:.1} ns)",
                 names[arm],
                 median(&mut ratio[arm]),
                 median(&mut one[arm]),
@@ -458,7 +483,7 @@ fn bench_paired(_: &mut Criterion) {
         }
         for arm in 0..arms {
             println!(
-                "    {:<22} 2 threads: scaling {:.2}x",
+                "    {:<28} 2 threads: scaling {:.2}x",
                 names[arm],
                 median(&mut scaling[arm])
             );

@@ -267,13 +267,19 @@ fn json_resolves_every_default_of_the_valid_file() {
     assert_eq!(passive["reactivationPeriodMs"], 120000);
     assert_eq!(passive["effectiveReactivationMs"], 120000);
     assert_eq!(passive["rateLimit"].as_f64(), Some(0.5));
+    assert_eq!(
+        orders["sources"],
+        serde_json::json!([]),
+        "no discovery sources"
+    );
+    assert_eq!(orders["localityTiers"], Value::Null);
     let dests = orders["destinations"].as_object().unwrap();
     assert_eq!(dests.len(), 3);
     assert_eq!(
         dests["orders-eu-1"],
         serde_json::json!({
             "address": "https://localhost:10000/", "health": null, "host": null, "priority": 0,
-            "probeUri": "https://localhost:10000/api/health/?key=value"
+            "weight": 1.0, "probeUri": "https://localhost:10000/api/health/?key=value"
         })
     );
     assert_eq!(dests["orders-eu-2"]["host"], "orders.internal");

@@ -81,10 +81,16 @@ fn a_pick_before_the_first_answer_says_discovery_pending() {
     let err = engine.pick_endpoint("c").unwrap_err();
     assert!(err.is_discovery_pending(), "{err:?}");
     assert!(err.to_string().contains("discovery pending"));
-    assert!(engine.best_endpoints("c").unwrap_err().is_discovery_pending());
+    assert!(engine
+        .best_endpoints("c")
+        .unwrap_err()
+        .is_discovery_pending());
     // An error is not an answer: still pending.
     publisher.failed("timed out").unwrap();
-    assert!(engine.pick_endpoint("c").unwrap_err().is_discovery_pending());
+    assert!(engine
+        .pick_endpoint("c")
+        .unwrap_err()
+        .is_discovery_pending());
     // An empty answer is an answer: now plainly nothing available.
     publisher.publish(Vec::new()).unwrap();
     assert!(matches!(
@@ -143,7 +149,10 @@ fn small_removals_apply_at_once_and_large_ones_are_held_until_confirmed() {
     p.publish(vec![ep("d1", 1)]).unwrap();
     assert_eq!(ids(&engine), ["d1", "d2", "d3"]);
     let held = engine.status().clusters[0].sources[0].held.clone().unwrap();
-    assert_eq!((held.reason, held.removes, held.of), (HeldReason::MassRemoval, 2, 3));
+    assert_eq!(
+        (held.reason, held.removes, held.of),
+        (HeldReason::MassRemoval, 2, 3)
+    );
     assert_eq!(held.since, Duration::from_secs(1));
     assert_eq!(held.applies_at, Some(Duration::from_secs(31)));
     assert_eq!(
@@ -159,7 +168,10 @@ fn small_removals_apply_at_once_and_large_ones_are_held_until_confirmed() {
     clock.advance(Duration::from_secs(10));
     p.publish(vec![ep("d1", 1)]).unwrap();
     assert_eq!(ids(&engine), ["d1", "d2", "d3"]);
-    assert!(drain(&mut events).is_empty(), "seeing it again changes nothing yet");
+    assert!(
+        drain(&mut events).is_empty(),
+        "seeing it again changes nothing yet"
+    );
     clock.advance(Duration::from_secs(20));
     p.publish(vec![ep("d1", 1)]).unwrap();
     assert_eq!(ids(&engine), ["d1"]);
@@ -200,16 +212,22 @@ fn a_newer_answer_supersedes_a_held_change() {
     p.publish(vec![ep("a", 1), ep("b", 2)]).unwrap();
     p.not_found().unwrap();
     assert_eq!(
-        engine.status().clusters[0].sources[0].held.as_ref().unwrap().reason,
+        engine.status().clusters[0].sources[0]
+            .held
+            .as_ref()
+            .unwrap()
+            .reason,
         HeldReason::NotFound
     );
     // The service is back with one more instance: applied, the held change is given up.
     p.publish(vec![ep("a", 1), ep("b", 2), ep("c", 3)]).unwrap();
     assert_eq!(ids(&engine), ["a", "b", "c"]);
-    assert!(drain(&mut events).contains(&HealthEventKind::ChangeReleased {
-        source: "dns".into(),
-        how: Release::Superseded
-    }));
+    assert!(
+        drain(&mut events).contains(&HealthEventKind::ChangeReleased {
+            source: "dns".into(),
+            how: Release::Superseded
+        })
+    );
     // The timer of the superseded change fires and does nothing.
     clock.advance(Duration::from_secs(30));
     engine.fire_due_timers();
@@ -238,10 +256,12 @@ fn a_held_change_applies_when_the_destinations_it_removes_fail_their_probes() {
         .report_probe_round("c", &[ProbeResult::status("c", 503)])
         .unwrap();
     assert_eq!(ids(&engine), ["a"]);
-    assert!(drain(&mut events).contains(&HealthEventKind::ChangeReleased {
-        source: "dns".into(),
-        how: Release::ProbesAgree
-    }));
+    assert!(
+        drain(&mut events).contains(&HealthEventKind::ChangeReleased {
+            source: "dns".into(),
+            how: Release::ProbesAgree
+        })
+    );
 }
 
 #[test]
@@ -258,8 +278,19 @@ fn guard_modes_never_and_immediately() {
     clock.advance(Duration::from_secs(3600));
     engine.fire_due_timers();
     never.publish(Vec::new()).unwrap();
-    assert_eq!(ids(&engine), ["a", "b"], "Never: only a forced release applies it");
-    assert_eq!(engine.status().clusters[0].sources[0].held.as_ref().unwrap().applies_at, None);
+    assert_eq!(
+        ids(&engine),
+        ["a", "b"],
+        "Never: only a forced release applies it"
+    );
+    assert_eq!(
+        engine.status().clusters[0].sources[0]
+            .held
+            .as_ref()
+            .unwrap()
+            .applies_at,
+        None
+    );
     assert!(never.force_held().unwrap());
     assert!(ids(&engine).is_empty());
     assert!(!never.force_held().unwrap(), "nothing held any more");
@@ -301,7 +332,10 @@ fn a_failing_source_keeps_its_last_set_and_is_stale_until_it_answers() {
     let (engine, clock) = engine("PowerOfTwoChoices");
     let mut events = engine.subscribe();
     let p = engine
-        .publisher("c", SourceSpec::new("dns").kind("Dns").target("svc.test A/AAAA"))
+        .publisher(
+            "c",
+            SourceSpec::new("dns").kind("Dns").target("svc.test A/AAAA"),
+        )
         .unwrap();
     p.publish(vec![ep("a", 1)]).unwrap();
     clock.advance(Duration::from_secs(3));
@@ -314,20 +348,29 @@ fn a_failing_source_keeps_its_last_set_and_is_stale_until_it_answers() {
         source.last_error,
         Some((Duration::from_secs(3), "timed out after 500 ms".to_string()))
     );
-    assert_eq!((source.kind.as_str(), source.target.as_str()), ("Dns", "svc.test A/AAAA"));
+    assert_eq!(
+        (source.kind.as_str(), source.target.as_str()),
+        ("Dns", "svc.test A/AAAA")
+    );
     assert_eq!(source.age, Some(Duration::from_secs(3)));
     let kinds = drain(&mut events);
     let stale: Vec<_> = kinds
         .iter()
         .filter(|k| matches!(k, HealthEventKind::SourceStale { .. }))
         .collect();
-    assert_eq!(stale.len(), 1, "one event when it turns stale, not one per failure");
+    assert_eq!(
+        stale.len(),
+        1,
+        "one event when it turns stale, not one per failure"
+    );
     // It answers again.
     p.publish(vec![ep("a", 1)]).unwrap();
     assert!(engine.status().clusters[0].sources[0].stale_since.is_none());
-    assert!(drain(&mut events).contains(&HealthEventKind::SourceRecovered {
-        source: "dns".into()
-    }));
+    assert!(
+        drain(&mut events).contains(&HealthEventKind::SourceRecovered {
+            source: "dns".into()
+        })
+    );
     // A bad set is refused whole and counts as a failure.
     let bad = Endpoint::new("z", Url::parse("ftp://127.0.0.1/").unwrap());
     assert!(p.publish(vec![bad]).is_err());
@@ -351,7 +394,10 @@ fn discovery_health_excludes_unhealthy_and_ranks_draining_with_degraded() {
     assert_eq!(best(&engine), ["ready"]);
     let status = engine.status();
     let not_ready = status.clusters[0].destination("not-ready").unwrap();
-    assert!(!not_ready.available, "Unhealthy excludes, even without health checks");
+    assert!(
+        !not_ready.available,
+        "Unhealthy excludes, even without health checks"
+    );
     assert_eq!(not_ready.discovery, DiscoveryHealth::Unhealthy);
     // Only the draining one left with a usable class: it gets the traffic, as Degraded.
     p.publish(vec![
@@ -403,7 +449,9 @@ fn locality_maps_to_tiers_and_explicit_tiers_win() {
         ep("far", 3).locality(at("us-west-2a", "us-west-2")),
         ep("named", 4).locality(at("us-east-1c", "us-east-1")),
         ep("unknown", 5),
-        ep("pinned", 6).locality(at("us-west-2a", "us-west-2")).tier(0),
+        ep("pinned", 6)
+            .locality(at("us-west-2a", "us-west-2"))
+            .tier(0),
     ])
     .unwrap();
     let status = engine.status();
@@ -425,7 +473,10 @@ fn locality_maps_to_tiers_and_explicit_tiers_win() {
     );
     assert_eq!(best(&engine), ["pinned", "same-zone"]);
     assert_eq!(
-        status.clusters[0].destination("same-region").unwrap().locality,
+        status.clusters[0]
+            .destination("same-region")
+            .unwrap()
+            .locality,
         "eu-1/eu-1b"
     );
 }
@@ -435,8 +486,15 @@ fn locality_maps_to_tiers_and_explicit_tiers_win() {
 fn counts(engine: &Engine, n: usize) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for _ in 0..n {
-        *out.entry(engine.pick_endpoint("c").unwrap().destination().id().to_string())
-            .or_default() += 1;
+        *out.entry(
+            engine
+                .pick_endpoint("c")
+                .unwrap()
+                .destination()
+                .id()
+                .to_string(),
+        )
+        .or_default() += 1;
     }
     out
 }
@@ -449,13 +507,20 @@ fn random_and_round_robin_follow_weights() {
             .set_destinations(
                 "c",
                 "registry",
-                vec![ep("heavy", 1).weight(3), ep("light", 2).weight(1), ep("zero", 3).weight(0)],
+                vec![
+                    ep("heavy", 1).weight(3),
+                    ep("light", 2).weight(1),
+                    ep("zero", 3).weight(0),
+                ],
             )
             .unwrap();
         let c = counts(&engine, 8000);
         let heavy = c["heavy"] as f64 / 8000.0;
         assert!((heavy - 0.75).abs() < 0.03, "{policy}: {c:?}");
-        assert!(!c.contains_key("zero"), "{policy}: weight 0 gets nothing while others exist");
+        assert!(
+            !c.contains_key("zero"),
+            "{policy}: weight 0 gets nothing while others exist"
+        );
     }
 }
 
@@ -469,9 +534,19 @@ fn round_robin_is_smooth_and_weights_come_from_static_metadata_too() {
             .destination(DestinationConfig::new("c", "http://127.0.0.1:3/")),
     );
     let seq: Vec<String> = (0..14)
-        .map(|_| engine.pick_endpoint("c").unwrap().destination().id().to_string())
+        .map(|_| {
+            engine
+                .pick_endpoint("c")
+                .unwrap()
+                .destination()
+                .id()
+                .to_string()
+        })
         .collect();
-    assert_eq!(seq, ["a", "a", "b", "a", "c", "a", "a", "a", "a", "b", "a", "c", "a", "a"]);
+    assert_eq!(
+        seq,
+        ["a", "a", "b", "a", "c", "a", "a", "a", "a", "b", "a", "c", "a", "a"]
+    );
 }
 
 #[test]
@@ -486,11 +561,22 @@ fn power_of_two_choices_compares_load_per_unit_of_weight() {
         .unwrap();
     // Two destinations: every pick compares both. Holding every handle, `big` takes picks until
     // it carries four times `small`'s load: (big + 1) <= 4 (small + 1).
-    let held: Vec<_> = (0..50).map(|_| engine.pick_endpoint("c").unwrap()).collect();
-    let big = held.iter().filter(|h| h.destination().id() == "big").count();
+    let held: Vec<_> = (0..50)
+        .map(|_| engine.pick_endpoint("c").unwrap())
+        .collect();
+    let big = held
+        .iter()
+        .filter(|h| h.destination().id() == "big")
+        .count();
     let small = held.len() - big;
-    assert!((big as f64 + 1.0) <= 4.0 * (small as f64 + 1.0) + 4.0, "{big} vs {small}");
-    assert!(big >= 4 * small - 4, "{big} vs {small}: in proportion to the weights");
+    assert!(
+        (big as f64 + 1.0) <= 4.0 * (small as f64 + 1.0) + 4.0,
+        "{big} vs {small}"
+    );
+    assert!(
+        big >= 4 * small - 4,
+        "{big} vs {small}: in proportion to the weights"
+    );
     // Unweighted groups keep plain P2C: fewer in flight wins.
     drop(held);
     let (plain, _) = self::engine("PowerOfTwoChoices");
@@ -507,9 +593,12 @@ fn power_of_two_choices_compares_load_per_unit_of_weight() {
 #[test]
 fn status_shows_sources_and_where_each_destination_came_from() {
     let (engine, clock) = engine_with(
-        ClusterConfig::new("c").destination(DestinationConfig::new("static", "http://127.0.0.1:9/")),
+        ClusterConfig::new("c")
+            .destination(DestinationConfig::new("static", "http://127.0.0.1:9/")),
     );
-    let p = engine.publisher("c", SourceSpec::new("registry").kind("custom")).unwrap();
+    let p = engine
+        .publisher("c", SourceSpec::new("registry").kind("custom"))
+        .unwrap();
     clock.advance(Duration::from_secs(2));
     p.publish(vec![ep("found", 1).locality(Locality::new().zone("z1"))])
         .unwrap();
@@ -520,14 +609,20 @@ fn status_shows_sources_and_where_each_destination_came_from() {
     let c = &status.clusters[0];
     assert_eq!(c.sources.len(), 1);
     let s = &c.sources[0];
-    assert_eq!((s.name.as_str(), s.generation, s.endpoints), ("registry", 2, 1));
+    assert_eq!(
+        (s.name.as_str(), s.generation, s.endpoints),
+        ("registry", 2, 1)
+    );
     assert_eq!(s.last_success, Some(Duration::from_secs(7)));
     let found = c.destination("found").unwrap();
     assert_eq!(found.source, "registry");
     assert_eq!(found.last_seen, Some(Duration::from_secs(7)));
     assert_eq!(found.locality, "z1");
     let stat = c.destination("static").unwrap();
-    assert_eq!((stat.source.as_str(), stat.last_seen), ("config", Some(Duration::ZERO)));
+    assert_eq!(
+        (stat.source.as_str(), stat.last_seen),
+        ("config", Some(Duration::ZERO))
+    );
     // Retiring the source takes its destinations and its status out.
     p.retire().unwrap();
     let c = engine.status().clusters.remove(0);

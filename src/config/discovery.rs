@@ -128,6 +128,16 @@ impl GuardPolicy {
     pub fn mode(&self) -> GuardMode {
         self.mode
     }
+
+    /// The share of a source's destinations a change may remove before it is held.
+    pub fn removed_share(&self) -> f64 {
+        self.max_removed_share
+    }
+
+    /// How long a held change must stand before it applies.
+    pub fn confirmation_delay(&self) -> Duration {
+        self.confirm_after
+    }
 }
 
 /// How often a polling source asks again: its answer's own validity (a DNS TTL) clamped to

@@ -95,30 +95,38 @@ fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<Discover
         );
         None
     };
-    let mut config = DiscoveryConfig::new(source?);
-    config.name = r.text(node, at, "Source");
-    if let Some(guard) = r.object(node, at, "Guard") {
-        config.guard = read_guard(r, guard, &join(at, "Guard"));
-    }
+    // The settings every source takes are read even when the type's own are bad, so that every
+    // problem is reported at once.
+    let name = r.text(node, at, "Source");
+    let guard = r
+        .object(node, at, "Guard")
+        .map(|guard| read_guard(r, guard, &join(at, "Guard")));
     let defaults = RefreshBounds::default();
     let min = r.positive_duration(node, at, "MinRefresh", true);
     let max = r.positive_duration(node, at, "MaxRefresh", true);
-    config.refresh = RefreshBounds {
+    let refresh = RefreshBounds {
         min: min.unwrap_or(defaults.min),
         max: max.unwrap_or(defaults.max.max(min.unwrap_or(defaults.min))),
         jitter: share(r, node, at, "Jitter").unwrap_or(defaults.jitter),
     };
-    if config.refresh.min > config.refresh.max {
+    if refresh.min > refresh.max {
         r.diags.error(
             r.place.path(&join(at, "MinRefresh")),
             r.place.message(format!(
                 "MinRefresh ({} ms) is longer than MaxRefresh ({} ms)",
-                config.refresh.min.as_millis(),
-                config.refresh.max.as_millis()
+                refresh.min.as_millis(),
+                refresh.max.as_millis()
             )),
         );
     }
-    if let Some(wait) = r.positive_duration(node, at, "FirstAnswerWithin", true) {
+    let first_answer_within = r.positive_duration(node, at, "FirstAnswerWithin", true);
+    let mut config = DiscoveryConfig::new(source?);
+    config.name = name;
+    if let Some(guard) = guard {
+        config.guard = guard;
+    }
+    config.refresh = refresh;
+    if let Some(wait) = first_answer_within {
         config.first_answer_within = wait;
     }
     Some(config)

@@ -204,8 +204,16 @@ mod tests {
     #[test]
     fn smooth_round_robin_interleaves_as_nginx_does() {
         assert_eq!(round_robin_cycle(&[5.0, 1.0, 1.0]), [0, 0, 1, 0, 2, 0, 0]);
-        assert_eq!(round_robin_cycle(&[1.5, 1.0]), [0, 1, 0, 1, 0], "3:2 in thousandths");
-        assert_eq!(round_robin_cycle(&[2.0, 0.0, 1.0]), [0, 2, 0], "weight 0: never");
+        assert_eq!(
+            round_robin_cycle(&[1.5, 1.0]),
+            [0, 1, 0, 1, 0],
+            "3:2 in thousandths"
+        );
+        assert_eq!(
+            round_robin_cycle(&[2.0, 0.0, 1.0]),
+            [0, 2, 0],
+            "weight 0: never"
+        );
     }
 
     #[test]

@@ -21,15 +21,26 @@ fn health_key(status: &EngineStatus) -> String {
         key.push_str(&format!("{}|{}|{:?}\n", c.id, c.panic, c.best_class));
         for d in &c.destinations {
             key.push_str(&format!(
-                "{}|{}|{:?}|{:?}|{:?}|{}|{}|{:?}\n",
+                "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}\n",
                 d.id,
+                d.source,
                 d.tier,
                 d.active,
                 d.passive,
                 d.reported,
+                d.discovery,
                 d.available,
                 d.in_best_group,
                 d.last_reason
+            ));
+        }
+        for s in &c.sources {
+            key.push_str(&format!(
+                "{}|{}|{:?}|{}\n",
+                s.name,
+                s.endpoints,
+                s.stale_since,
+                s.held.is_some()
             ));
         }
     }

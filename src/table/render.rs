@@ -1,9 +1,10 @@
 //! The status table as text: one row per destination, columns as wide as their content.
 
 use std::fmt;
+use std::time::Duration;
 
-use crate::engine::status::{ClusterStatus, DestinationStatus, EngineStatus};
-use crate::health::state::HealthState;
+use crate::engine::status::{ClusterStatus, DestinationStatus, EngineStatus, SourceStatus};
+use crate::health::state::{DiscoveryHealth, HealthState};
 
 /// A per-destination counter the caller supplies (for example requests each backend served):
 /// given the cluster id and the destination id, the count, or `None` for "not known" (shown `-`).
@@ -11,8 +12,11 @@ pub type Counter = dyn Fn(&str, &str) -> Option<u64> + Send + Sync;
 
 /// Renders an [`EngineStatus`] as a text table, one row per destination, in config order.
 ///
-/// Columns: `CLUSTER`, `DESTINATION`, `TIER`, `ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`,
-/// `IN FLIGHT`, `SERVED` (only with a [`served`](Self::served) counter) and `LAST CHANGE`.
+/// Columns: `CLUSTER`, `DESTINATION`, `SOURCE` and `DISCOVERY` (only when some destination
+/// comes from a discovery source), `TIER`, `ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`,
+/// `IN FLIGHT`, `SERVED` (only with a [`served`](Self::served) counter) and `LAST CHANGE`. Under
+/// the rows, one line per discovery source: what it watches, how many destinations it has, how
+/// long ago it answered, and whether it is stale or holds a change.
 ///
 /// - `ACTIVE` / `PASSIVE` show `off` when the cluster does not run that check;
 /// - `REPORTED` shows `-` until a probe read a health payload;
@@ -20,6 +24,8 @@ pub type Counter = dyn Fn(&str, &str) -> Option<u64> + Send + Sync;
 ///   for one that may receive traffic but ranks lower (a Degraded one, a remote tier), `no` for
 ///   one excluded by its checks, and `panic` / `panic (best)` when the cluster is in panic mode
 ///   (every destination failed its checks and all of them get traffic anyway);
+/// - `SOURCE` is where the destination came from (`config`, or the source's name); `DISCOVERY`
+///   what that source says about its health (`-` when nothing);
 /// - `LAST CHANGE` is the last health change and its reason, `-` before any.
 ///
 /// Every column is as wide as its widest cell; rows carry no trailing spaces.
@@ -43,9 +49,11 @@ impl Default for StatusTable {
     }
 }
 
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 12] = [
     "CLUSTER",
     "DESTINATION",
+    "SOURCE",
+    "DISCOVERY",
     "TIER",
     "ACTIVE",
     "PASSIVE",
@@ -55,9 +63,10 @@ const HEADERS: [&str; 10] = [
     "SERVED",
     "LAST CHANGE",
 ];
-const SERVED_COLUMN: usize = 8;
+const SOURCE_COLUMNS: [usize; 2] = [2, 3];
+const SERVED_COLUMN: usize = 10;
 /// Columns aligned to the right (numbers).
-const RIGHT_ALIGNED: [usize; 3] = [2, 7, 8];
+const RIGHT_ALIGNED: [usize; 3] = [4, 9, 10];
 
 impl StatusTable {
     /// A table without a `SERVED` column and with reasons shown in full.
@@ -97,16 +106,22 @@ impl StatusTable {
         text
     }
 
-    /// The table's rows, the header first, without line ends.
+    /// The table's rows, the header first, then a line per discovery source, without line
+    /// ends.
     pub fn lines(&self, status: &EngineStatus) -> Vec<String> {
-        let mut rows: Vec<[String; 10]> = vec![HEADERS.map(String::from)];
+        let mut rows: Vec<[String; 12]> = vec![HEADERS.map(String::from)];
         for cluster in &status.clusters {
             for d in &cluster.destinations {
                 rows.push(self.cells(cluster, d));
             }
         }
+        let discovered = status
+            .clusters
+            .iter()
+            .any(|c| !c.sources.is_empty() || c.destinations.iter().any(|d| d.source != "config"));
         let shown: Vec<usize> = (0..HEADERS.len())
             .filter(|&c| c != SERVED_COLUMN || self.served.is_some())
+            .filter(|c| discovered || !SOURCE_COLUMNS.contains(c))
             .collect();
         let widths: Vec<usize> = (0..HEADERS.len())
             .map(|c| rows.iter().map(|r| width(&r[c])).max().unwrap_or(0))
@@ -132,10 +147,15 @@ impl StatusTable {
                 }
                 line
             })
+            .chain(status.clusters.iter().flat_map(|c| {
+                c.sources
+                    .iter()
+                    .map(move |s| source_line(&c.id, s, status.at))
+            }))
             .collect()
     }
 
-    fn cells(&self, cluster: &ClusterStatus, d: &DestinationStatus) -> [String; 10] {
+    fn cells(&self, cluster: &ClusterStatus, d: &DestinationStatus) -> [String; 12] {
         let state = |enabled: bool, s: HealthState| {
             if enabled {
                 s.to_string()
@@ -164,9 +184,15 @@ impl StatusTable {
             }
             _ => reason.to_string(),
         };
+        let discovery = match d.discovery {
+            DiscoveryHealth::Unknown => "-".to_string(),
+            other => other.to_string(),
+        };
         [
             cluster.id.clone(),
             d.id.clone(),
+            d.source.clone(),
+            discovery,
             d.tier.to_string(),
             state(cluster.active_enabled, d.active),
             state(cluster.passive_enabled, d.passive),
@@ -178,6 +204,38 @@ impl StatusTable {
             reason,
         ]
     }
+}
+
+/// `source payments/dns (Dns svc.test A/AAAA): 3 destinations, generation 5, answered 2.1s ago`,
+/// then `; STALE since 10.0s: timed out` and `; HELD: removes 2 of 3 (...), applies at 41.0s`.
+fn source_line(cluster: &str, s: &SourceStatus, now: Duration) -> String {
+    let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
+    let mut line = format!("source {cluster}/{} ({} {})", s.name, s.kind, s.target);
+    line.push_str(&format!(
+        ": {} destination{}, generation {}, ",
+        s.endpoints,
+        if s.endpoints == 1 { "" } else { "s" },
+        s.generation
+    ));
+    match s.last_success {
+        Some(at) => line.push_str(&format!("answered {} ago", secs(now.saturating_sub(at)))),
+        None => line.push_str("no answer yet"),
+    }
+    if let Some(since) = s.stale_since {
+        let why = s.last_error.as_ref().map_or("", |(_, e)| e.as_str());
+        line.push_str(&format!("; STALE since {}: {why}", secs(since)));
+    }
+    if let Some(held) = &s.held {
+        line.push_str(&format!(
+            "; HELD: removes {} of {} ({})",
+            held.removes, held.of, held.reason
+        ));
+        match held.applies_at {
+            Some(at) => line.push_str(&format!(", applies at {}", secs(at))),
+            None => line.push_str(", until forced"),
+        }
+    }
+    line
 }
 
 pub(crate) fn width(text: &str) -> usize {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use healthpick::config::{
-    check, CheckReport, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
+    check, CheckReport, ClusterConfig, Config, DestinationConfig, DiscoveryConfig, DnsRecord,
+    GuardMode, HealthPolicyOptions, SourceConfig,
 };
 use healthpick::{Diagnostic, PolicyRegistry};
 use serde::ser::{Serialize, SerializeMap, Serializer};
@@ -168,7 +169,26 @@ struct JsonCluster<'a> {
     available_destinations_policy: &'a str,
     active: JsonActive<'a>,
     passive: JsonPassive<'a>,
+    /// The cluster's discovery sources, every default resolved.
+    sources: Vec<JsonSource>,
+    /// The locality-to-tier mapping, when on.
+    locality_tiers: Option<serde_json::Value>,
     destinations: Ordered<JsonDestination<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSource {
+    name: String,
+    r#type: &'static str,
+    target: String,
+    /// The type's own settings.
+    settings: serde_json::Value,
+    guard: serde_json::Value,
+    min_refresh_ms: u64,
+    max_refresh_ms: u64,
+    jitter: f64,
+    first_answer_within_ms: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -201,6 +221,7 @@ struct JsonDestination<'a> {
     health: Option<&'a str>,
     host: Option<&'a str>,
     priority: u32,
+    weight: f64,
     probe_uri: Option<String>,
 }
 
@@ -285,12 +306,63 @@ fn effective_cluster<'a>(
             effective_reactivation_ms: millis(cluster.effective_reactivation_period(options)),
             rate_limit: cluster.failure_rate_limit(options),
         },
+        sources: cluster
+            .discovery_sources()
+            .iter()
+            .map(effective_source)
+            .collect(),
+        locality_tiers: cluster.locality_tiers_setting().map(|t| {
+            serde_json::json!({
+                "localZone": t.local_zone_setting(),
+                "localRegion": t.local_region_setting(),
+                "tiers": t.named_tiers(),
+            })
+        }),
         destinations: Ordered::from_iter(
             cluster
                 .destinations()
                 .iter()
                 .map(|d| (d.id().to_string(), effective_destination(cluster, d))),
         ),
+    }
+}
+
+fn effective_source(source: &DiscoveryConfig) -> JsonSource {
+    let settings = match source.source() {
+        SourceConfig::Dns(dns) => serde_json::json!({
+            "name": dns.dns_name(),
+            "record": match dns.record() { DnsRecord::Address => "A", DnsRecord::Srv => "SRV" },
+            "port": dns.port(),
+            "scheme": dns.url_scheme(),
+            "servers": dns.name_servers().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "timeoutMs": millis(dns.lookup_timeout()),
+        }),
+        SourceConfig::ResolveDestinations(r) => serde_json::json!({
+            "servers": r.name_servers().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "timeoutMs": millis(r.lookup_timeout()),
+        }),
+        _ => serde_json::Value::Null,
+    };
+    let guard = source.guard_policy();
+    let refresh = source.refresh_bounds();
+    JsonSource {
+        name: source.source_name(),
+        r#type: source.source().type_name(),
+        target: source.source().target(),
+        settings,
+        guard: serde_json::json!({
+            "policy": match guard.mode() {
+                GuardMode::AfterConfirmation => "AfterConfirmation",
+                GuardMode::Never => "Never",
+                GuardMode::Immediately => "Immediately",
+            },
+            "maxRemovedShare": guard.removed_share(),
+            "confirmAfterMs": millis(guard.confirmation_delay()),
+        }),
+        min_refresh_ms: millis(refresh.min()),
+        max_refresh_ms: millis(refresh.max()),
+        jitter: refresh.jitter_share(),
+        first_answer_within_ms: millis(source.first_answer_wait()),
     }
 }
 
@@ -303,6 +375,7 @@ fn effective_destination<'a>(
         health: dest.health_setting(),
         host: dest.host_setting(),
         priority: dest.tier(),
+        weight: dest.weight(),
         probe_uri: cluster
             .probe_uri(dest)
             .ok()
