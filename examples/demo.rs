@@ -1,7 +1,8 @@
 //! healthpick routing around failures, end to end, on your machine, with no setup.
 //!
-//! Starts five real HTTP backends on 127.0.0.1 (three "local" in tier 0, two "remote" in tier 1),
-//! each serving `/api/systemstatus` with the health payload of its own `Draining` handle. Four
+//! Starts five real HTTP backends on 127.0.0.1 (three "local" in tier 0 from the configuration,
+//! two "remote" in tier 1 published by a discovery source), each serving `/api/systemstatus`
+//! with the health payload of its own `Draining` handle. Four
 //! callers send steady traffic (about 100 requests/s) through `HealthAwareClient` with the
 //! default `RetryPolicy`, the built-in `ActiveMonitor` probes every backend each 250 ms, and
 //! passive checks watch the real requests. Then a script injects faults:
@@ -41,10 +42,11 @@ use backend::Backend;
 use healthpick::policy::{
     PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, TransportFailureRate,
 };
+use healthpick::discovery::SourceSpec;
 use healthpick::table::{LiveTable, OutputMode, StatusTable};
 use healthpick::{
-    ActiveMonitor, Engine, HealthAwareClient, HealthEvent, HealthEventKind, HealthPart, PartValue,
-    ReportedHealth, RequestOutcome,
+    ActiveMonitor, Endpoint, Engine, HealthAwareClient, HealthEvent, HealthEventKind, HealthPart,
+    PartValue, ReportedHealth, RequestOutcome,
 };
 use tokio::sync::mpsc;
 
@@ -132,18 +134,14 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         backends.push(backend);
     }
 
-    // A YARP appsettings document, as it would sit in a file. `Priority` is the tier. The
-    // passive window and reactivation are shortened from YARP's 60 s to fit a 25 s demo.
+    // A YARP appsettings document, as it would sit in a file, with the local instances. The
+    // passive window and reactivation are shortened from YARP's 60 s to fit a 25 s demo. The
+    // remote instances come from a discovery source below.
     let destinations: Vec<String> = names
         .iter()
         .zip(&backends)
-        .map(|(name, b)| {
-            let tier = u32::from(name.starts_with("remote"));
-            format!(
-                r#""{name}": {{ "Address": "{}", "Priority": {tier} }}"#,
-                b.url()
-            )
-        })
+        .filter(|(name, _)| LOCALS.contains(name))
+        .map(|(name, b)| format!(r#""{name}": {{ "Address": "{}" }}"#, b.url()))
         .collect();
     let config = format!(
         r#"{{
@@ -170,6 +168,17 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
         .event_capacity(1 << 16)
         .build();
     engine.load_json(&config)?;
+    // The remote data centre's instances, as a registry (a discovery source) publishes them:
+    // tier 1, beside the configured ones. The table's SOURCE column shows where each came from.
+    let registry = engine.publisher(CLUSTER, SourceSpec::new("registry").target("orders@remote"))?;
+    registry.publish(
+        names
+            .iter()
+            .zip(&backends)
+            .filter(|(name, _)| REMOTES.contains(name))
+            .map(|(name, b)| Ok(Endpoint::new(*name, b.url().parse()?).tier(1)))
+            .collect::<Result<Vec<_>, url::ParseError>>()?,
+    )?;
     let now = {
         let engine = engine.clone();
         move || engine.clock().now()
