@@ -39,10 +39,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backend::Backend;
+use healthpick::discovery::SourceSpec;
 use healthpick::policy::{
     PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, TransportFailureRate,
 };
-use healthpick::discovery::SourceSpec;
 use healthpick::table::{LiveTable, OutputMode, StatusTable};
 use healthpick::{
     ActiveMonitor, Endpoint, Engine, HealthAwareClient, HealthEvent, HealthEventKind, HealthPart,
@@ -170,7 +170,8 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
     engine.load_json(&config)?;
     // The remote data centre's instances, as a registry (a discovery source) publishes them:
     // tier 1, beside the configured ones. The table's SOURCE column shows where each came from.
-    let registry = engine.publisher(CLUSTER, SourceSpec::new("registry").target("orders@remote"))?;
+    let registry =
+        engine.publisher(CLUSTER, SourceSpec::new("registry").target("orders@remote"))?;
     registry.publish(
         names
             .iter()

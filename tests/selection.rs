@@ -345,3 +345,58 @@ fn retries_move_to_the_next_best_of_the_same_tier_then_the_next_tier() {
     probe(&engine, &[ProbeResult::status("r", 500)]);
     assert_eq!(next(&["a", "b"]).unwrap(), "s");
 }
+
+/// RoundRobin counts per thread (SPEC §12: nothing on the pick path writes shared memory): one
+/// thread sees the exact sequence 0, 1, 2, ... across reloads; other threads start at their own
+/// offsets, and every thread spreads evenly over the group.
+#[test]
+fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
+    let config = |n: usize| {
+        let mut c = String::from(
+            r#"{"Clusters": {"c": {"LoadBalancingPolicy": "RoundRobin", "Destinations": {"#,
+        );
+        for i in 0..n {
+            if i > 0 {
+                c.push(',');
+            }
+            c.push_str(&format!(
+                r#""d{i}": {{"Address": "http://127.0.0.1:{}/"}}"#,
+                1000 + i
+            ));
+        }
+        c.push_str("}}}}");
+        c
+    };
+    let engine = Engine::from_json(&config(4)).unwrap();
+    let id = |e: &Engine| e.pick_endpoint("c").unwrap().destination().id().to_string();
+    let seq: Vec<String> = (0..6).map(|_| id(&engine)).collect();
+    assert_eq!(seq, ["d0", "d1", "d2", "d3", "d0", "d1"]);
+    // A reload (same cluster) keeps this thread's place.
+    engine.load_json(&config(4)).unwrap();
+    assert_eq!(id(&engine), "d2");
+
+    // Other threads: each covers the group evenly, from its own start.
+    let starts: Vec<(String, std::collections::BTreeMap<String, usize>)> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3)
+                .map(|_| {
+                    let engine = &engine;
+                    s.spawn(move || {
+                        let first = id(engine);
+                        let mut counts = std::collections::BTreeMap::new();
+                        for _ in 0..400 {
+                            *counts.entry(id(engine)).or_insert(0) += 1;
+                        }
+                        (first, counts)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+    for (_, counts) in &starts {
+        assert_eq!(counts.len(), 4);
+        assert!(counts.values().all(|&c| c == 100), "{counts:?}");
+    }
+    // The main thread's sequence was not disturbed by the others.
+    assert_eq!(id(&engine), "d3");
+}

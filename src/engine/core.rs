@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::hub::Hub;
-use super::table::{load, with_snapshot, ClusterTable, TableCell};
+use super::table::{load, with_snapshot, ClusterTable, Counter, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::config::model::HealthPolicyOptions;
@@ -53,7 +53,7 @@ impl EngineCore {
     pub fn with_snapshot<R>(
         &self,
         cluster: &str,
-        f: impl FnOnce(Option<&ClusterSnapshot>) -> R,
+        f: impl FnOnce(Option<(&ClusterSnapshot, Counter<'_>)>) -> R,
     ) -> R {
         with_snapshot(&self.table, cluster, f)
     }

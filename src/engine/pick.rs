@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::table::Counter;
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::handle::PickHandle;
@@ -57,8 +58,14 @@ impl Engine {
     /// [`PickError::UnknownCluster`] when no cluster has that id.
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
-        self.core.with_snapshot(cluster, |snapshot| match snapshot {
-            Some(snapshot) => self.choose(snapshot, &snapshot.best, &snapshot.prepared, cluster),
+        self.core.with_snapshot(cluster, |picking| match picking {
+            Some((snapshot, counter)) => self.choose(
+                snapshot,
+                &snapshot.best,
+                &snapshot.prepared,
+                &counter,
+                cluster,
+            ),
             None => Err(unknown(cluster)),
         })
     }
@@ -71,15 +78,17 @@ impl Engine {
         snapshot: &ClusterSnapshot,
         group: &[Arc<Destination>],
         prepared: &Prepared,
+        counter: &Counter<'_>,
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
         let index = match group.len() {
             0 => return Err(nothing_to_pick(snapshot, cluster)),
             1 => 0,
             n => {
+                let next = || counter.next();
                 let ctx = PickContext {
                     rng: &self.core.rng,
-                    counter: &snapshot.counter,
+                    counter: &next,
                     prepared,
                 };
                 let i = snapshot
@@ -132,7 +141,8 @@ impl Engine {
         let group =
             best_group_excluding(&settings.available_context(), &snapshot.available, exclude);
         let prepared = settings.policies.load_balancing.policy.prepare(&group);
-        self.choose(&snapshot, &group, &prepared, cluster)
+        let counter = Counter::Shared(&snapshot.counter);
+        self.choose(&snapshot, &group, &prepared, &counter, cluster)
     }
 
     /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
@@ -166,11 +176,15 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
-        self.core.with_snapshot(cluster, |snapshot| match snapshot {
-            Some(snapshot) if snapshot.waiting.first_round => None,
-            Some(snapshot) => {
-                Some(self.choose(snapshot, &snapshot.best, &snapshot.prepared, cluster))
-            }
+        self.core.with_snapshot(cluster, |picking| match picking {
+            Some((snapshot, _)) if snapshot.waiting.first_round => None,
+            Some((snapshot, counter)) => Some(self.choose(
+                snapshot,
+                &snapshot.best,
+                &snapshot.prepared,
+                &counter,
+                cluster,
+            )),
             None => Some(Err(unknown(cluster))),
         })
     }

@@ -8,9 +8,10 @@
 //! each cluster it picked from until its next pick (or until it exits); that keeps memory, never a
 //! decision: every pick compares against what is published now.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
@@ -82,7 +83,52 @@ struct PickCache {
     /// The table the snapshot caches belong to.
     seen: *const ClusterTable,
     /// By position in the table; emptied when the table changes.
-    snapshots: Vec<Option<Cache<SnapshotCell, Arc<ClusterSnapshot>>>>,
+    snapshots: Vec<Option<Entry>>,
+    /// This thread's round-robin cursors, one per cluster; they outlive table changes.
+    cursors: Vec<ThreadCursor>,
+}
+
+/// One cluster in a thread's cache.
+struct Entry {
+    snapshot: Cache<SnapshotCell, Arc<ClusterSnapshot>>,
+    /// Position of the cluster's cursor in `PickCache::cursors`.
+    cursor: usize,
+}
+
+/// A thread's round-robin cursor for one cluster (SPEC §6, §12): picks advance it without
+/// touching shared memory. The first thread to pick from a cluster starts at 0, so one thread
+/// sees the exact sequence 0, 1, 2, ...; every later thread starts at its own offset, so threads
+/// together still spread evenly.
+struct ThreadCursor {
+    /// The cluster's shared counter, which hands out each thread's place.
+    counter: Weak<AtomicUsize>,
+    next: usize,
+}
+
+/// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
+const OFFSET_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// What a pick reads: the cluster's snapshot, and where its round-robin counter comes from.
+pub(crate) enum Counter<'a> {
+    /// This thread's own cursor.
+    Thread(&'a Cell<usize>),
+    /// The cluster's shared counter (picks from inside a pick, retries).
+    Shared(&'a AtomicUsize),
+}
+
+impl Counter<'_> {
+    /// The counter's value, advanced by one.
+    #[inline]
+    pub fn next(&self) -> usize {
+        match self {
+            Counter::Thread(cursor) => {
+                let value = cursor.get();
+                cursor.set(value.wrapping_add(1));
+                value
+            }
+            Counter::Shared(shared) => shared.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 thread_local! {
@@ -92,18 +138,22 @@ thread_local! {
     static PICKS: RefCell<Option<PickCache>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster): the
-/// pick path. Loads nothing shared while the table and the snapshot are unchanged.
+/// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster) and the
+/// round-robin counter picks advance: the pick path. Loads nothing shared while the table and
+/// the snapshot are unchanged, and writes nothing shared.
 #[inline]
 pub(crate) fn with_snapshot<R>(
     cell: &TableCell,
     cluster: &str,
-    f: impl FnOnce(Option<&ClusterSnapshot>) -> R,
+    f: impl FnOnce(Option<(&ClusterSnapshot, Counter<'_>)>) -> R,
 ) -> R {
     PICKS.with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else {
             // A pick from inside a pick (a policy that picks): no cache, same answer.
-            return f(load(cell, cluster).as_deref().map(|s| &**s));
+            let snapshot = load(cell, cluster);
+            return f(snapshot
+                .as_deref()
+                .map(|s| (&**s, Counter::Shared(&s.counter))));
         };
         let picks = match &mut *slot {
             Some(picks) if std::ptr::eq(picks.table.arc_swap(), &**cell) => picks,
@@ -111,6 +161,7 @@ pub(crate) fn with_snapshot<R>(
                 table: Cache::new(cell.clone()),
                 seen: std::ptr::null(),
                 snapshots: Vec::new(),
+                cursors: Vec::new(),
             }),
         };
         let table = picks.table.load();
@@ -124,10 +175,46 @@ pub(crate) fn with_snapshot<R>(
         if picks.snapshots.len() <= position {
             picks.snapshots.resize_with(table.entries.len(), || None);
         }
-        let snapshot = picks.snapshots[position]
-            .get_or_insert_with(|| Cache::new(table.entries[position].1.cell.clone()));
-        f(Some(snapshot.load()))
+        let entry = match &mut picks.snapshots[position] {
+            Some(entry) => entry,
+            empty => {
+                let runtime = &table.entries[position].1;
+                let cursor = cursor_of(&mut picks.cursors, &runtime.counter);
+                empty.insert(Entry {
+                    snapshot: Cache::new(runtime.cell.clone()),
+                    cursor,
+                })
+            }
+        };
+        let snapshot = entry.snapshot.load();
+        let cursor = &mut picks.cursors[entry.cursor].next;
+        let counter = Cell::new(*cursor);
+        let result = f(Some((snapshot, Counter::Thread(&counter))));
+        *cursor = counter.get();
+        result
     })
+}
+
+/// The position of this thread's cursor for the cluster counting with `counter`, added when the
+/// thread first picks from it.
+#[cold]
+fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>) -> usize {
+    if let Some(position) = cursors
+        .iter()
+        .position(|c| std::ptr::eq(c.counter.as_ptr(), Arc::as_ptr(counter)))
+    {
+        return position;
+    }
+    // Clusters that are gone leave their cursors behind; sweep them now and then.
+    if cursors.len() >= 32 {
+        cursors.retain(|c| c.counter.strong_count() > 0);
+    }
+    let place = counter.fetch_add(1, Ordering::Relaxed) as u64;
+    cursors.push(ThreadCursor {
+        counter: Arc::downgrade(counter),
+        next: place.wrapping_mul(OFFSET_STEP) as usize,
+    });
+    cursors.len() - 1
 }
 
 /// The current snapshot of `cluster`, loaded without the pick cache (off the pick path).

@@ -2,7 +2,6 @@
 //! on every request, from what it prepared once when the group last changed.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::destination::Destination;
@@ -82,17 +81,16 @@ impl std::fmt::Debug for Prepared {
 }
 
 /// Per-pick services for load-balancing policies: the engine's random source, the cluster's
-/// counter, and what the policy prepared for the group.
+/// round-robin counter, and what the policy prepared for the group.
 pub struct PickContext<'a> {
     pub(crate) rng: &'a RandomSource,
-    pub(crate) counter: &'a AtomicUsize,
+    pub(crate) counter: &'a dyn Fn() -> usize,
     pub(crate) prepared: &'a Prepared,
 }
 
 impl std::fmt::Debug for PickContext<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PickContext")
-            .field("counter", &self.counter.load(Ordering::Relaxed))
             .field("prepared", self.prepared)
             .finish_non_exhaustive()
     }
@@ -117,10 +115,13 @@ impl PickContext<'_> {
         self.rng.two_distinct(n)
     }
 
-    /// The cluster's counter (starts at 0), advanced by one: for round-robin style policies.
+    /// The cluster's round-robin counter, advanced by one: 0, 1, 2, ... for a single thread.
+    /// Each thread counts on its own (no shared write on the pick path), from 0 for the first
+    /// thread that picks from the cluster and from its own offset for every other, so threads
+    /// together still spread evenly.
     #[inline]
     pub fn next_counter(&self) -> usize {
-        self.counter.fetch_add(1, Ordering::Relaxed)
+        (self.counter)()
     }
 
     /// What the policy's [`prepare`](LoadBalancingPolicy::prepare) returned for this group, if it
