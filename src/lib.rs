@@ -196,7 +196,8 @@ pub use engine::builder::EngineBuilder;
 pub use engine::pick::BestEndpoints;
 pub use engine::runtime::CONFIG_SOURCE;
 pub use engine::status::{
-    ClusterStatus, DestinationStatus, EngineStatus, HeldStatus, SourceStatus,
+    ClusterStatus, ConfigRejection, ConfigStatus, DestinationStatus, EngineStatus, HeldStatus,
+    SourceStatus,
 };
 pub use engine::Engine;
 pub use error::{DestinationsError, PickError};
