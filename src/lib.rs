@@ -131,7 +131,8 @@
 //! | `http2` | yes | HTTP/2 probes when a cluster's `HttpRequest:Version` asks for it |
 //! | `middleware` | no | the `middleware` module: `HealthPickMiddleware` for `reqwest-middleware` |
 //! | `axum` | no | `service::health_router`, ready-made axum health endpoints |
-//! | `cli` | no | the `healthpick` command-line tool (`check`, `watch`, `simulate`) |
+//! | `cli` | no | the `healthpick` command-line tool (`check`, `watch`, `simulate`); turns on `file` |
+//! | `file` | no | `discovery::ConfigFile`: a YARP configuration file reloaded whenever it changes |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -196,7 +197,8 @@ pub use engine::builder::EngineBuilder;
 pub use engine::pick::BestEndpoints;
 pub use engine::runtime::CONFIG_SOURCE;
 pub use engine::status::{
-    ClusterStatus, DestinationStatus, EngineStatus, HeldStatus, SourceStatus,
+    ClusterStatus, ConfigRejection, ConfigStatus, DestinationStatus, EngineStatus, HeldStatus,
+    SourceStatus,
 };
 pub use engine::Engine;
 pub use error::{DestinationsError, PickError};

@@ -33,10 +33,15 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
 pub(crate) mod driver;
+#[cfg(feature = "file")]
+#[cfg_attr(docsrs, doc(cfg(feature = "file")))]
+pub mod file;
 pub(crate) mod runner;
 pub(crate) mod source;
 
 pub use crate::engine::publisher::{Publisher, SourceSpec};
 pub use driver::{poll, SourceTask};
+#[cfg(feature = "file")]
+pub use file::{ConfigFile, FileError, FileWatch};
 pub use runner::Discovery;
 pub use source::{Answer, BoxFuture, PollSource, SourceError};

@@ -167,6 +167,7 @@ impl EngineBuilder {
             config_lock: Mutex::new(()),
             strict: self.strict,
             config_generation: watch::Sender::new(0),
+            config_record: Mutex::default(),
         });
         if let Some(observer) = &core.hub.observer {
             observer.attached(core.clock.now());

@@ -4,16 +4,19 @@
 //! Lock order (a thread holding one may take only those after it): the configuration lock
 //! (`config_lock`, one reload at a time) -> a cluster's book (`ClusterRuntime::book`, one change
 //! of that cluster at a time; during a reload, clusters in config order) -> a destination's
-//! record and policy slots (`DestinationState`) -> the timer heap (`Timers::heap`). Picks and
-//! status take none of them: they load snapshots.
+//! record and policy slots (`DestinationState`) -> the timer heap (`Timers::heap`). The record of
+//! loads (`config_record`) is taken alone or last, after the configuration lock. Picks and status
+//! take none of them but that record: they load snapshots.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::Guard;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::hub::Hub;
+use super::status::ConfigRejection;
 use super::table::{load, with_snapshot, ClusterTable, Counter, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -34,6 +37,19 @@ pub(crate) struct EngineCore {
     pub strict: bool,
     /// Bumped after every applied configuration; the active monitor follows it.
     pub config_generation: watch::Sender<u64>,
+    /// The last accepted load and the last rejection since (the status's `config`).
+    pub config_record: Mutex<ConfigRecord>,
+}
+
+/// What the engine remembers of its configuration loads.
+#[derive(Debug, Default)]
+pub(crate) struct ConfigRecord {
+    /// Engine-clock time the configuration in force was applied.
+    pub loaded_at: Option<Duration>,
+    /// Where it came from, when its loader said.
+    pub origin: Option<Arc<str>>,
+    /// The last refused load since it was applied.
+    pub last_error: Option<ConfigRejection>,
 }
 
 impl EngineCore {

@@ -24,6 +24,7 @@ use arc_swap::ArcSwap;
 
 use super::hub::Hub;
 use super::runtime::{ClusterBook, ClusterRuntime, CONFIG_SOURCE};
+use super::status::ConfigRejection;
 use super::table::ClusterTable;
 use super::timers::{Due, Timer, TimerTarget};
 use super::updater::changed;
@@ -50,14 +51,44 @@ use crate::uri::parse_base;
 
 impl Engine {
     /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
-    /// Returns the warnings. On error nothing changes: the old configuration stays in force.
+    /// Returns the warnings. On error nothing changes: the old configuration stays in force, and
+    /// the refusal is a [`ConfigRejected`](HealthEventKind::ConfigRejected) event and the
+    /// status's [`last_error`](super::status::ConfigStatus::last_error).
     ///
     /// # Errors
     /// Every problem of the document, at once.
     pub fn load_json(&self, text: &str) -> Result<Vec<Diagnostic>, ConfigError> {
         let mut diags = Diagnostics::default();
         let config = read(text, &mut diags);
-        self.admit(config, diags)
+        self.admit(config, diags, None)
+    }
+
+    /// [`load_json`](Self::load_json) of a document that came from `origin` (a file path): the
+    /// status's [`origin`](super::status::ConfigStatus::origin), the rejection event and the
+    /// log lines name it.
+    ///
+    /// ```
+    /// use healthpick::{Engine, HealthEventKind};
+    ///
+    /// let engine = Engine::default();
+    /// engine.load_json_from("/etc/app/appsettings.json", r#"{"Clusters": {"c": {}}}"#)?;
+    /// assert_eq!(engine.status().config.origin.as_deref(), Some("/etc/app/appsettings.json"));
+    ///
+    /// let mut events = engine.subscribe();
+    /// assert!(engine.load_json_from("/etc/app/appsettings.json", "{ not json").is_err());
+    /// assert!(engine.has_cluster("c"), "the configuration in force stays");
+    /// let event = events.try_recv()?;
+    /// assert!(matches!(event.kind, HealthEventKind::ConfigRejected { origin: Some(_), .. }));
+    /// assert!(engine.status().config.last_error.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Every problem of the document, at once.
+    pub fn load_json_from(&self, origin: &str, text: &str) -> Result<Vec<Diagnostic>, ConfigError> {
+        let mut diags = Diagnostics::default();
+        let config = read(text, &mut diags);
+        self.admit(config, diags, Some(origin))
     }
 
     /// Validates and applies `config`. Surviving destinations (same cluster id and destination
@@ -67,15 +98,16 @@ impl Engine {
     /// # Errors
     /// Every problem of the configuration; nothing changes then.
     pub fn apply_config(&self, config: Config) -> Result<Vec<Diagnostic>, ConfigError> {
-        self.admit(Some(config), Diagnostics::default())
+        self.admit(Some(config), Diagnostics::default(), None)
     }
 
     /// Validates a configuration, resolves its policies (each name looked up once) and applies
-    /// it when nothing is wrong.
+    /// it when nothing is wrong; otherwise records and announces the refusal.
     fn admit(
         &self,
         config: Option<Config>,
         mut diags: Diagnostics,
+        origin: Option<&str>,
     ) -> Result<Vec<Diagnostic>, ConfigError> {
         let resolved = config.as_ref().and_then(|config| {
             validate(config, &mut diags);
@@ -85,11 +117,12 @@ impl Engine {
             policies
         });
         diags.finish(self.core.strict);
+        let from = origin.unwrap_or_default();
         match (config, resolved) {
             (Some(config), Some(policies)) if diags.errors.is_empty() => {
-                self.apply(config, policies);
+                self.apply(config, policies, origin);
                 for w in &diags.warnings {
-                    tracing::warn!(target: "healthpick", path = %w.path, "{}", w.message);
+                    tracing::warn!(target: "healthpick", origin = from, path = %w.path, "{}", w.message);
                 }
                 Ok(diags.warnings)
             }
@@ -98,13 +131,32 @@ impl Engine {
                     errors: diags.errors,
                     warnings: diags.warnings,
                 };
-                tracing::error!(target: "healthpick", "configuration rejected, the previous one stays in force: {e}");
+                tracing::error!(target: "healthpick", origin = from, "configuration rejected, the previous one stays in force: {e}");
+                self.refused(origin, e.errors.iter().map(ToString::to_string).collect());
                 Err(e)
             }
         }
     }
 
-    fn apply(&self, config: Config, policies: Vec<ResolvedPolicies>) {
+    /// Records a refused (re)load from `origin` — a document's errors, or why it could not be
+    /// read — and announces it with a [`ConfigRejected`](HealthEventKind::ConfigRejected) event.
+    /// The configuration in force stays.
+    pub(crate) fn refused(&self, origin: Option<&str>, errors: Vec<String>) {
+        let now = self.core.clock.now();
+        let origin: Option<Arc<str>> = origin.map(Arc::from);
+        self.core.config_record.lock().last_error = Some(ConfigRejection {
+            at: now,
+            origin: origin.as_deref().map(str::to_string),
+            errors: errors.clone(),
+        });
+        self.core.hub.emit(HealthEvent {
+            at: now,
+            cluster: Arc::from(""),
+            kind: HealthEventKind::ConfigRejected { origin, errors },
+        });
+    }
+
+    fn apply(&self, config: Config, policies: Vec<ResolvedPolicies>, origin: Option<&str>) {
         let core = &self.core;
         let _serial = core.config_lock.lock();
         let options = config.health_policies.unwrap_or(core.options);
@@ -147,8 +199,15 @@ impl Engine {
                 runtime.retire();
             }
         }
-        core.config_generation.send_modify(|g| *g += 1);
-        tracing::info!(target: "healthpick", clusters = config.clusters.len(), "configuration applied");
+        {
+            // The record and the generation change together (the status reads both under it).
+            let mut record = core.config_record.lock();
+            record.loaded_at = Some(now);
+            record.origin = origin.map(Arc::from);
+            record.last_error = None;
+            core.config_generation.send_modify(|g| *g += 1);
+        }
+        tracing::info!(target: "healthpick", origin = origin.unwrap_or_default(), clusters = config.clusters.len(), "configuration applied");
     }
 
     /// Replaces the destinations `source` publishes for `cluster` with `endpoints`, its full

@@ -20,8 +20,39 @@ use crate::ids::eq_ignore_case;
 pub struct EngineStatus {
     /// Engine-clock time of the view.
     pub at: Duration,
+    /// The configuration in force: when and from where it was loaded, and the last load refused
+    /// since.
+    pub config: ConfigStatus,
     /// Clusters in config order.
     pub clusters: Vec<ClusterStatus>,
+}
+
+/// The engine's configuration at one moment: the load in force and the last one refused since.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigStatus {
+    /// Configurations applied so far (0: none yet). A reload that is refused does not count.
+    pub generation: u64,
+    /// Engine-clock time the configuration in force was applied.
+    pub loaded_at: Option<Duration>,
+    /// Where it came from (a file path), when its loader said
+    /// ([`Engine::load_json_from`]; `None` for [`Engine::load_json`] and
+    /// [`Engine::apply_config`]).
+    pub origin: Option<String>,
+    /// The last load refused since the configuration in force was applied (`None` once a later
+    /// one is accepted): what is on disk is not what runs.
+    pub last_error: Option<ConfigRejection>,
+}
+
+/// A refused configuration load: the configuration in force stayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigRejection {
+    /// Engine-clock time of the refusal.
+    pub at: Duration,
+    /// Where the document came from, when its loader said.
+    pub origin: Option<String>,
+    /// What was wrong, one line each (`path: message` for a document's errors, or why the file
+    /// could not be read).
+    pub errors: Vec<String>,
 }
 
 impl EngineStatus {
@@ -201,7 +232,23 @@ impl Engine {
                 }
             })
             .collect();
-        EngineStatus { at: now, clusters }
+        EngineStatus {
+            at: now,
+            config: self.config_status(),
+            clusters,
+        }
+    }
+
+    /// The configuration part of [`status`](Self::status) alone.
+    pub fn config_status(&self) -> ConfigStatus {
+        // The generation is bumped under the record's lock: the two agree.
+        let record = self.core.config_record.lock();
+        ConfigStatus {
+            generation: *self.core.config_generation.borrow(),
+            loaded_at: record.loaded_at,
+            origin: record.origin.as_deref().map(str::to_string),
+            last_error: record.last_error.clone(),
+        }
     }
 }
 

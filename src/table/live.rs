@@ -380,6 +380,7 @@ mod tests {
         remote.available = false;
         EngineStatus {
             at: Duration::from_secs(3),
+            config: crate::engine::status::ConfigStatus::default(),
             clusters: vec![ClusterStatus {
                 id: "orders".to_string(),
                 load_balancing_policy: "PowerOfTwoChoices".to_string(),

@@ -1,14 +1,17 @@
 //! `healthpick watch FILE`: probe the destinations of a configuration as configured and show their
-//! health live ([`healthpick::table`]), with state changes logged below the table; `--once` runs
-//! one round, prints the table and exits with whether every cluster has an available destination.
+//! health live ([`healthpick::table`]), with state changes logged below the table, reloading the
+//! file whenever it changes ([`healthpick::discovery::ConfigFile`]); `--once` runs one round,
+//! prints the table and exits with whether every cluster has an available destination.
 
+use std::collections::HashSet;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use healthpick::config::{check, Config};
+use healthpick::discovery::ConfigFile;
 use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use healthpick::table::{LiveTable, OutputMode, StatusTable};
 use healthpick::Reason;
@@ -36,6 +39,12 @@ What it shows:
   CI) every state change is one timestamped line (`[  3.2s] ...`) and the table is
   printed again, each row stamped, whenever it changes (and every 30 s). Stop with
   Ctrl-C.
+
+  FILE is watched: when it changes (saved in place or by an editor's rename, or a
+  Kubernetes ConfigMap update), it is reloaded and the table follows, with a line
+  saying so. A version that cannot be read or is not a valid configuration is
+  rejected with a line naming its problems, and the configuration in force stays
+  until the file is good again. Destinations kept by a reload keep their health.
 
   Clusters without active checks are not probed, as the library would not probe them:
   their ACTIVE column shows `off`, their destinations stay Unknown and count as
@@ -119,7 +128,7 @@ pub(crate) fn run(args: &WatchArgs) -> ExitCode {
     let result = if args.once {
         runtime.block_on(once(config))
     } else {
-        runtime.block_on(live(config, &name.to_string()))
+        runtime.block_on(live(&args.file))
     };
     match result {
         Ok(code) => code,
@@ -230,31 +239,31 @@ impl ActiveHealthPolicy for OneRound {
     }
 }
 
-/// Without `--once`: probe as configured and keep the table on screen until interrupted.
-async fn live(config: Config, file: &str) -> io::Result<ExitCode> {
-    let engine = Engine::new(config).map_err(|e| io::Error::other(e.to_string()))?;
+/// Without `--once`: probe as configured, follow the file, and keep the table on screen until
+/// interrupted.
+async fn live(path: &Path) -> io::Result<ExitCode> {
+    let file = path.display().to_string();
+    let engine = Engine::default();
+    // Loaded again here (it was checked above), then reloaded on every change.
+    let _watch = ConfigFile::new(path)
+        .watch(&engine)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     let status = engine.status();
     let mut live = LiveTable::stdout(StatusTable::new())
         .clock(engine.clock().clone())
         .recent_lines(10)
         .reprint_every(Some(Duration::from_secs(30)));
-    let destinations: usize = status.clusters.iter().map(|c| c.destinations.len()).sum();
-    let probed = status.clusters.iter().filter(|c| c.active_enabled).count();
     let header = format!(
-        "healthpick watch {file}: {}, {}, {probed} probed; Ctrl-C to stop",
-        plural(status.clusters.len(), "cluster"),
-        plural(destinations, "destination"),
+        "healthpick watch {file}: {}; reloaded when it changes; Ctrl-C to stop",
+        summary(&status)
     );
     match live.mode() {
         OutputMode::Redraw => emit(&format!("{header}\n\n")),
         OutputMode::Lines => live.note(&header)?,
     }
-    for c in status.clusters.iter().filter(|c| !c.active_enabled) {
-        live.note(&format!(
-            "cluster `{}`: active checks disabled, not probed",
-            c.id
-        ))?;
-    }
+    let mut unprobed = HashSet::new();
+    note_unprobed(&mut live, &status, &mut unprobed)?;
+    let mut generation = status.config.generation;
     // Subscribe before probing starts, so no change is missed.
     let mut events = engine.subscribe();
     let _monitor = ActiveMonitor::start(&engine);
@@ -268,13 +277,59 @@ async fn live(config: Config, file: &str) -> io::Result<ExitCode> {
             // Ctrl-C: print the final table and exit 0, as a user stopping a watch expects.
             _ = &mut interrupted => break,
             event = events.recv() => match event {
+                // A rejected version is an event (`configuration FILE rejected, ...`).
                 Ok(event) => live.event(&event)?,
                 Err(RecvError::Lagged(n)) => live.note(&format!("({n} changes not shown)"))?,
                 Err(RecvError::Closed) => break,
             },
-            _ = tick.tick() => live.update(&engine.status())?,
+            _ = tick.tick() => {
+                let status = engine.status();
+                if status.config.generation != generation {
+                    generation = status.config.generation;
+                    live.note(&format!("configuration {file} reloaded: {}", summary(&status)))?;
+                    note_unprobed(&mut live, &status, &mut unprobed)?;
+                }
+                live.update(&status)?;
+            }
         }
     }
     live.finish(&engine.status())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `N clusters, M destinations, K probed`.
+fn summary(status: &EngineStatus) -> String {
+    let destinations: usize = status.clusters.iter().map(|c| c.destinations.len()).sum();
+    let probed = status.clusters.iter().filter(|c| c.active_enabled).count();
+    format!(
+        "{}, {}, {probed} probed",
+        plural(status.clusters.len(), "cluster"),
+        plural(destinations, "destination"),
+    )
+}
+
+/// One line per cluster whose destinations are not probed, unless `noted` already has it.
+fn note_unprobed<W: Write>(
+    live: &mut LiveTable<W>,
+    status: &EngineStatus,
+    noted: &mut HashSet<String>,
+) -> io::Result<()> {
+    let now: HashSet<String> = status
+        .clusters
+        .iter()
+        .filter(|c| !c.active_enabled)
+        .map(|c| c.id.clone())
+        .collect();
+    for c in status
+        .clusters
+        .iter()
+        .filter(|c| now.contains(&c.id) && !noted.contains(&c.id))
+    {
+        live.note(&format!(
+            "cluster `{}`: active checks disabled, not probed",
+            c.id
+        ))?;
+    }
+    *noted = now;
+    Ok(())
 }
