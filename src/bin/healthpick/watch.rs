@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use healthpick::config::{check, Config};
-use healthpick::discovery::ConfigFile;
+use healthpick::discovery::{ConfigFile, Discovery};
 use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use healthpick::table::{LiveTable, OutputMode, StatusTable};
 use healthpick::Reason;
@@ -150,9 +150,12 @@ async fn once(config: Config) -> io::Result<ExitCode> {
         Ok(engine) => engine,
         Err(e) => return Err(io::Error::other(e.to_string())),
     };
+    // Discovered destinations count: the first answers come before the verdict.
+    let discovery = Discovery::start(&engine);
     let monitor = ActiveMonitor::start(&engine);
     engine.ready().await;
     monitor.stop().await;
+    discovery.stop().await;
     let status = engine.status();
     let mut out = StatusTable::new().render(&status);
     out.push('\n');
@@ -267,6 +270,8 @@ async fn live(path: &Path) -> io::Result<ExitCode> {
     // Subscribe before probing starts, so no change is missed.
     let mut events = engine.subscribe();
     let _monitor = ActiveMonitor::start(&engine);
+    // The file's `Discovery` sections publish destinations; the runner follows reloads.
+    let _discovery = Discovery::start(&engine);
     live.update(&engine.status())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
