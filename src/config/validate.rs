@@ -128,6 +128,7 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
         let feature = source.source().feature();
         let compiled = match feature {
             "dns" => cfg!(feature = "dns"),
+            "etcd" => cfg!(feature = "etcd"),
             _ => true,
         };
         if !compiled {

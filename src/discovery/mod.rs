@@ -33,6 +33,9 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
 pub(crate) mod driver;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub mod etcd;
 #[cfg(feature = "file")]
 #[cfg_attr(docsrs, doc(cfg(feature = "file")))]
 pub mod file;

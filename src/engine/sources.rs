@@ -79,7 +79,6 @@ impl ClusterRuntime {
         let first = !state.answered;
         state.answered = true;
         state.last_success = Some(now);
-        state.first_answer.send_replace(true);
         let recovered = state.stale_since.take().is_some();
         let verdict = judge(&state.guard, &current, endpoints.as_deref());
         let source_name: Arc<str> = book.sources[position].source.clone();
@@ -132,6 +131,7 @@ impl ClusterRuntime {
                         if mode == GuardMode::AfterConfirmation && now >= held.since + confirm_after
                         {
                             self.release(hub, &mut book, position, Release::Confirmed, now);
+                            answered(&book, position);
                             return Ok(());
                         }
                     }
@@ -170,6 +170,7 @@ impl ClusterRuntime {
                 self.release_if_probes_agree(hub, &mut book, now);
             }
         }
+        answered(&book, position);
         Ok(())
     }
 
@@ -344,5 +345,13 @@ fn event(cluster: &Arc<str>, at: Duration, kind: HealthEventKind) -> HealthEvent
         at,
         cluster: cluster.clone(),
         kind,
+    }
+}
+
+/// Tells `Engine::ready` that source `position` answered — once what it answered is in the
+/// snapshot, so a waiter that wakes sees it.
+fn answered(book: &ClusterBook, position: usize) {
+    if let Some(state) = book.sources[position].state.as_ref() {
+        state.first_answer.send_replace(true);
     }
 }

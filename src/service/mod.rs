@@ -20,6 +20,8 @@
 //! [`Draining::payload`] with [`status_code`] from whatever server you use.
 
 mod draining;
+#[cfg(feature = "etcd")]
+mod etcd_registration;
 
 #[cfg(feature = "axum")]
 mod axum;
@@ -28,4 +30,7 @@ mod axum;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use self::axum::health_router;
 pub use self::draining::{Draining, DrainingBuilder, HealthDetails};
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub use self::etcd_registration::{EtcdRegistration, EtcdRegistrationBuilder};
 pub use crate::health::payload::{status_code, HealthPayload};

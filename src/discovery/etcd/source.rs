@@ -1,0 +1,325 @@
+//! The etcd source (SPEC §13): every key under a prefix is one destination. It reads the whole
+//! prefix once (`kv/range`, which gives the revision of that view), publishes it, then watches
+//! the prefix from the next revision and publishes the full set again after every change —
+//! one publication per etcd revision, so deleting the whole prefix at once reaches the update
+//! guard as one change. A watch that ends resumes from the revision after the last one seen;
+//! when etcd cannot be reached the last good set stays (the source is stale) and it retries
+//! with backoff. When etcd has compacted its history past that revision (or the store went
+//! back), the prefix is read again. It is also read again every `MaxRefresh`, so a watch that
+//! went silent without an error cannot leave the set behind for long.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::gateway::{EventType, Gateway, KeyValue};
+use super::value::parse_value;
+use crate::config::discovery::RefreshBounds;
+use crate::config::source_etcd::EtcdSourceConfig;
+use crate::destination::endpoint::Endpoint;
+use crate::discovery::driver::{Backoff, SourceTask};
+use crate::engine::publisher::Publisher;
+use crate::ids::fold_case;
+
+/// A source of a cluster's destinations from the keys under an etcd prefix.
+///
+/// ```no_run
+/// # async fn run(engine: healthpick::Engine) -> Result<(), Box<dyn std::error::Error>> {
+/// use healthpick::config::EtcdSourceConfig;
+/// use healthpick::discovery::etcd::EtcdSource;
+/// use healthpick::discovery::SourceSpec;
+///
+/// let config = EtcdSourceConfig::new(vec!["http://127.0.0.1:2379".parse()?], "/services/payments/");
+/// let publisher = engine.publisher("payments", SourceSpec::new("etcd").kind("etcd"))?;
+/// let task = EtcdSource::new(&config)?.start(publisher);
+/// engine.ready().await; // the prefix was read once
+/// # drop(task); Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EtcdSource {
+    gateway: Arc<Gateway>,
+    prefix: String,
+    refresh: RefreshBounds,
+}
+
+impl EtcdSource {
+    /// A source of the keys under the configured prefix, with the default refresh bounds
+    /// (retries from 5 s up to 5 min, the prefix read again every 5 min).
+    ///
+    /// # Errors
+    /// No endpoint, an empty prefix, or a client that cannot be built.
+    pub fn new(config: &EtcdSourceConfig) -> Result<EtcdSource, String> {
+        if config.prefix.is_empty() {
+            return Err("an etcd source needs a key prefix (`/services/payments/`)".into());
+        }
+        Ok(EtcdSource {
+            gateway: Arc::new(Gateway::new(config.endpoints.clone(), config.timeout)?),
+            prefix: config.prefix.clone(),
+            refresh: RefreshBounds::default(),
+        })
+    }
+
+    /// Sets the retry bounds (backoff from `min` up to `max`) and how often the whole prefix is
+    /// read again (`max`).
+    #[must_use]
+    pub fn refresh(mut self, refresh: RefreshBounds) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// Starts reading and watching on the current tokio runtime, publishing through
+    /// `publisher`, until the returned task is dropped or stopped.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, as `tokio::spawn` does.
+    pub fn start(self, publisher: Publisher) -> SourceTask {
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(self.run(publisher, cancel.clone()));
+        SourceTask::new(cancel, task)
+    }
+
+    async fn run(self, publisher: Publisher, cancel: CancellationToken) {
+        let mut backoff = Backoff::new(self.refresh);
+        let mut keys = Keys::new(&self.prefix);
+        loop {
+            let listed = tokio::select! {
+                () = cancel.cancelled() => return,
+                listed = self.gateway.range_prefix(self.prefix.as_bytes()) => listed,
+            };
+            let mut revision = match listed {
+                Ok(range) => {
+                    keys.replace(range.kvs);
+                    keys.publish(&publisher);
+                    range.header.revision
+                }
+                Err(e) => {
+                    let _ = publisher.failed(&e);
+                    if pause(&cancel, backoff.failed()).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            backoff.succeeded(None);
+            let resync = tokio::time::sleep(Backoff::new(self.refresh).succeeded(None));
+            tokio::pin!(resync);
+            // Watch from the next revision; a lost watch resumes where it was, keeping the
+            // last good set, until the prefix must be read again.
+            let mut failed = false;
+            loop {
+                let watch = Watch {
+                    publisher: &publisher,
+                    keys: &mut keys,
+                    revision: &mut revision,
+                    failed: &mut failed,
+                };
+                let end = tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = &mut resync => break,
+                    end = self.watch(watch) => end,
+                };
+                match end {
+                    WatchEnd::Relist(why) => {
+                        tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "reading the etcd prefix again: {why}");
+                        break;
+                    }
+                    WatchEnd::Lost { why, progressed } => {
+                        tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "etcd watch lost: {why}");
+                        if progressed {
+                            // It ran: resume at once (a restart, a balancer closing it).
+                            backoff.succeeded(None);
+                            continue;
+                        }
+                        failed = true;
+                        let _ = publisher.failed(format_args!("etcd watch: {why}"));
+                        if pause(&cancel, backoff.failed()).await {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Watches the prefix from `revision + 1`, publishing after every change and moving
+    /// `revision` along, until the watch ends.
+    async fn watch(&self, w: Watch<'_>) -> WatchEnd {
+        let lost = |why: String, progressed| WatchEnd::Lost { why, progressed };
+        let mut stream = match self
+            .gateway
+            .watch_prefix(self.prefix.as_bytes(), *w.revision + 1)
+            .await
+        {
+            Ok(stream) => stream,
+            Err(e) if e.is_compacted() => return WatchEnd::Relist(e.to_string()),
+            Err(e) => return lost(e.to_string(), false),
+        };
+        let mut progressed = false;
+        loop {
+            let message = match stream.next().await {
+                None => return lost("etcd ended the watch".into(), progressed),
+                Some(Err(e)) => return lost(e.to_string(), progressed),
+                Some(Ok(message)) => message,
+            };
+            if message.canceled {
+                if message.compact_revision > 0 {
+                    return WatchEnd::Relist(format!(
+                        "etcd compacted its history to revision {}, past revision {}",
+                        message.compact_revision,
+                        *w.revision + 1
+                    ));
+                }
+                return lost(
+                    format!("etcd cancelled the watch: {}", message.cancel_reason),
+                    progressed,
+                );
+            }
+            if message.created {
+                if message.header.revision < *w.revision {
+                    // The store is behind what was read from it (restored from a backup, a
+                    // new cluster at the same address): its history is another one.
+                    return WatchEnd::Relist(format!(
+                        "etcd is at revision {}, behind revision {} read before",
+                        message.header.revision, *w.revision
+                    ));
+                }
+                progressed = true;
+                if std::mem::take(w.failed) {
+                    // Answering again: the set in force is current (no longer stale).
+                    w.keys.publish(w.publisher);
+                }
+                continue;
+            }
+            if message.events.is_empty() {
+                // A progress notification: everything up to its revision was seen.
+                *w.revision = (*w.revision).max(message.header.revision);
+                continue;
+            }
+            for event in message.events {
+                *w.revision = (*w.revision).max(event.kv.mod_revision);
+                match event.kind {
+                    EventType::Put => w.keys.put(event.kv),
+                    EventType::Delete => w.keys.delete(&event.kv.key),
+                }
+            }
+            w.keys.publish(w.publisher);
+        }
+    }
+}
+
+/// What one watch works on.
+struct Watch<'a> {
+    publisher: &'a Publisher,
+    keys: &'a mut Keys,
+    /// The last revision seen.
+    revision: &'a mut i64,
+    /// Whether the source was marked failed since it last answered.
+    failed: &'a mut bool,
+}
+
+/// Why a watch ended.
+enum WatchEnd {
+    /// The prefix must be read again (history compacted, the store went back).
+    Relist(String),
+    /// The stream ended or failed; `progressed` when it had been created.
+    Lost { why: String, progressed: bool },
+}
+
+/// Sleeps `delay` unless cancelled first; `true` when cancelled.
+async fn pause(cancel: &CancellationToken, delay: Duration) -> bool {
+    tokio::select! {
+        () = cancel.cancelled() => true,
+        () = tokio::time::sleep(delay) => false,
+    }
+}
+
+/// The keys under the prefix as last seen, each with its destination.
+struct Keys {
+    prefix: String,
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+/// One key: the revision its value was written at and the last good destination it held.
+struct Entry {
+    mod_revision: i64,
+    endpoint: Option<Endpoint>,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Keys {
+        Keys {
+            prefix: prefix.to_string(),
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// Replaces every key with a fresh read of the prefix. A key whose value has not changed
+    /// since is not read again.
+    fn replace(&mut self, kvs: Vec<KeyValue>) {
+        let mut old = std::mem::take(&mut self.entries);
+        for kv in kvs {
+            match old.remove(&kv.key) {
+                Some(entry) if entry.mod_revision == kv.mod_revision => {
+                    self.entries.insert(kv.key, entry);
+                }
+                previous => {
+                    let kept = previous.and_then(|e| e.endpoint);
+                    self.insert(kv, kept);
+                }
+            }
+        }
+    }
+
+    fn put(&mut self, kv: KeyValue) {
+        let kept = self.entries.remove(&kv.key).and_then(|e| e.endpoint);
+        self.insert(kv, kept);
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.entries.remove(key);
+    }
+
+    /// Reads `kv`; a bad value keeps the destination the key held before (if any).
+    fn insert(&mut self, kv: KeyValue, kept: Option<Endpoint>) {
+        let key = String::from_utf8_lossy(&kv.key).into_owned();
+        let id = key.strip_prefix(&self.prefix).unwrap_or(&key);
+        let endpoint = match std::str::from_utf8(&kv.key) {
+            Err(_) => Err(format!("etcd key `{key}` is not UTF-8")),
+            Ok(_) => parse_value(&key, id, &kv.value).map_err(|e| e.to_string()),
+        };
+        let endpoint = match endpoint {
+            Ok(endpoint) => Some(endpoint),
+            Err(why) => {
+                tracing::warn!(target: "healthpick", key = %key, "{why}; {}", if kept.is_some() { "it keeps its last good value" } else { "ignored" });
+                kept
+            }
+        };
+        self.entries.insert(
+            kv.key,
+            Entry {
+                mod_revision: kv.mod_revision,
+                endpoint,
+            },
+        );
+    }
+
+    /// The destinations, one per id (ids compare case-insensitively: of two keys that differ
+    /// only in case, the first in key order wins).
+    fn endpoints(&self) -> Vec<Endpoint> {
+        let mut seen = std::collections::HashSet::new();
+        self.entries
+            .values()
+            .filter_map(|e| e.endpoint.as_ref())
+            .filter(|e| seen.insert(fold_case(e.key())))
+            .cloned()
+            .collect()
+    }
+
+    fn publish(&self, publisher: &Publisher) {
+        if let Err(e) = publisher.publish(self.endpoints()) {
+            tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "etcd set not published: {e}");
+        }
+    }
+}
