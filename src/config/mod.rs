@@ -12,6 +12,7 @@ pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod read;
 pub(crate) mod read_discovery;
+pub(crate) mod source_consul;
 pub(crate) mod source_etcd;
 pub mod timespan;
 pub(crate) mod tree;
@@ -30,5 +31,6 @@ pub use model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthCheckConfig,
     HealthPolicyOptions, PassiveHealthCheckConfig,
 };
+pub use source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 pub use source_etcd::EtcdSourceConfig;
 pub use timespan::{parse_timespan, TimeSpan, TimeSpanError};

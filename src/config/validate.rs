@@ -129,6 +129,7 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
         let compiled = match feature {
             "dns" => cfg!(feature = "dns"),
             "etcd" => cfg!(feature = "etcd"),
+            "consul" => cfg!(feature = "consul"),
             _ => true,
         };
         if !compiled {

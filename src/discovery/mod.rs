@@ -29,6 +29,9 @@
 //! | `ResolveDestinations` | `dns` | YARP's resolver: each configured destination's host, expanded per address |
 //! | a configuration file (`ConfigFile`) | `file` | a YARP document reloaded whenever the file changes |
 
+#[cfg(feature = "consul")]
+#[cfg_attr(docsrs, doc(cfg(feature = "consul")))]
+pub mod consul;
 #[cfg(feature = "dns")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
@@ -39,6 +42,8 @@ pub mod etcd;
 #[cfg(feature = "file")]
 #[cfg_attr(docsrs, doc(cfg(feature = "file")))]
 pub mod file;
+#[cfg(any(feature = "etcd", feature = "consul"))]
+pub(crate) mod http;
 pub(crate) mod runner;
 pub(crate) mod source;
 

@@ -20,6 +20,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use url::Url;
 
+use crate::discovery::http::{describe, read_bounded, BodyError};
+
 /// The largest answer read from a unary call (a range of a big prefix included).
 const MAX_ANSWER: usize = 64 << 20;
 /// The largest single watch message.
@@ -180,28 +182,19 @@ impl Gateway {
     ) -> Result<T, EtcdError> {
         let (endpoint, mut response) = self.send(call, &body, false).await?;
         let status = response.status();
-        let mut text = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if text.len() + chunk.len() > MAX_ANSWER {
-                        return Err(EtcdError::Unreadable {
-                            endpoint,
-                            call,
-                            reason: format!("answer larger than {MAX_ANSWER} bytes"),
-                        });
-                    }
-                    text.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(EtcdError::Unreachable {
-                        endpoint,
-                        reason: describe(&e),
-                    })
-                }
+        let text = match read_bounded(&mut response, MAX_ANSWER).await {
+            Ok(text) => text,
+            Err(BodyError::TooLarge(_)) => {
+                return Err(EtcdError::Unreadable {
+                    endpoint,
+                    call,
+                    reason: format!("answer larger than {MAX_ANSWER} bytes"),
+                })
             }
-        }
+            Err(BodyError::Failed(reason)) => {
+                return Err(EtcdError::Unreachable { endpoint, reason })
+            }
+        };
         if !status.is_success() {
             return Err(refusal(endpoint, call, status.as_u16(), &text));
         }
@@ -245,13 +238,9 @@ impl Gateway {
             .send("lease/keepalive", &json!({"ID": lease.to_string()}), false)
             .await?;
         let status = response.status();
-        let mut text = Vec::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            if text.len() + chunk.len() > MAX_MESSAGE {
-                break;
-            }
-            text.extend_from_slice(&chunk);
-        }
+        let text = read_bounded(&mut response, MAX_MESSAGE)
+            .await
+            .unwrap_or_default();
         if !status.is_success() {
             return Err(refusal(endpoint, "lease/keepalive", status.as_u16(), &text));
         }
@@ -290,7 +279,7 @@ impl Gateway {
         // Not bounded by the call timeout: the answer is the stream. Its headers come with the
         // `created` message, which `send` awaits — bound that.
         let sent = tokio::time::timeout(self.timeout, self.send("watch", &body, true)).await;
-        let (endpoint, response) = match sent {
+        let (endpoint, mut response) = match sent {
             Ok(sent) => sent?,
             Err(_) => {
                 return Err(EtcdError::Unreachable {
@@ -301,12 +290,9 @@ impl Gateway {
         };
         let status = response.status();
         if !status.is_success() {
-            let mut stream = WatchStream {
-                endpoint: endpoint.clone(),
-                response,
-                buffer: Vec::new(),
-            };
-            let text = stream.rest().await;
+            let text = read_bounded(&mut response, MAX_MESSAGE)
+                .await
+                .unwrap_or_default();
             return Err(refusal(endpoint, "watch", status.as_u16(), &text));
         }
         Ok(WatchStream {
@@ -368,18 +354,6 @@ impl WatchStream {
             }
         }
     }
-
-    /// The rest of the body (bounded), for an error message.
-    async fn rest(&mut self) -> Vec<u8> {
-        let mut text = std::mem::take(&mut self.buffer);
-        while let Ok(Some(chunk)) = self.response.chunk().await {
-            if text.len() + chunk.len() > MAX_MESSAGE {
-                break;
-            }
-            text.extend_from_slice(&chunk);
-        }
-        text
-    }
 }
 
 /// The end of the range of keys starting with `prefix`: the prefix with its last byte below
@@ -393,22 +367,6 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
         }
     }
     vec![0]
-}
-
-/// reqwest's error with its causes, which say what actually happened.
-fn describe(e: &reqwest::Error) -> String {
-    let mut text = if e.is_timeout() {
-        "timed out".to_string()
-    } else {
-        e.to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn refusal(endpoint: String, call: &'static str, status: u16, body: &[u8]) -> EtcdError {
