@@ -408,6 +408,65 @@ async fn srv_records_become_tiers_and_weights_with_addresses_from_glue_or_a_look
     );
 }
 
+#[tokio::test]
+async fn answers_too_large_or_corrupt_are_errors_not_crashes() {
+    // Over 2,183 SRV records do not fit in 64 KiB: truncated even over TCP.
+    let many: Vec<Srv> = (0..2300)
+        .map(|i| Srv::new(SVC, &format!("t{i:04}.nowhere"), 8080, 10, 1))
+        .collect();
+    let Some(big) = Dnsmasq::start(Mode::srv(0, many)) else {
+        return;
+    };
+    let source = DnsSource::new(
+        &DnsSourceConfig::srv(SVC)
+            .servers(vec![big.addr()])
+            .timeout(ms(2000)),
+    )
+    .unwrap();
+    let too_large = within("a truncated answer", WAIT, source.resolve())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(too_large.contains("too large"), "{too_large}");
+
+    // With the targets' addresses added, dnsmasq 2.90 corrupts answers past about 545 records
+    // (its name compression wraps): the answer cannot be decoded, which is an error too.
+    let corrupt: Vec<Srv> = (0..600)
+        .map(|i| Srv::new(SVC, &format!("t{i:04}.test"), 8080, 10, 1))
+        .collect();
+    let Some(dns) = Dnsmasq::start(Mode::srv(0, corrupt)) else {
+        return;
+    };
+    let targets: Vec<(String, String)> = (0..600)
+        .map(|i| {
+            (
+                format!("127.0.{}.{}", 1 + i / 250, 1 + i % 250),
+                format!("t{i:04}.test"),
+            )
+        })
+        .collect();
+    let lines: Vec<(&str, &str)> = targets
+        .iter()
+        .map(|(a, n)| (a.as_str(), n.as_str()))
+        .collect();
+    dns.write_hosts("targets", &lines);
+    let source = DnsSource::new(
+        &DnsSourceConfig::srv(SVC)
+            .servers(vec![dns.addr()])
+            .timeout(ms(300)),
+    )
+    .unwrap();
+    let target = DnsSource::new(
+        &DnsSourceConfig::address("t0599.test", 80)
+            .servers(vec![dns.addr()])
+            .timeout(ms(300)),
+    )
+    .unwrap();
+    answer_where(&target, "the targets' addresses", |a| keys(a).len() == 1).await;
+    let undecodable = within("a corrupt answer", WAIT, source.resolve()).await;
+    assert!(undecodable.is_err(), "{undecodable:?}");
+}
+
 // ---- through the engine ---------------------------------------------------------------------
 
 #[tokio::test]
