@@ -157,7 +157,7 @@ async fn run() -> Result<(), Error> {
     calls(&engine, &http, "", &["backend-2", "backend-3"]).await?;
 
     let served: Vec<u64> = backends.iter().map(TinyServer::hits).collect();
-    if served.iter().any(|&n| n == 0) {
+    if served.contains(&0) {
         return Err(format!("a backend was never called: {served:?}").into());
     }
     println!("ok: picks followed DNS, and the emptying answer was held instead of applied");

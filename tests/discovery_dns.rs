@@ -501,10 +501,11 @@ async fn first_sync_ready_waits_for_the_first_answer_and_a_pick_before_it_is_dis
         .is_discovery_pending());
 
     dns.resume();
-    eventually("the first answer", WAIT, || {
+    let first = eventually("the first answer", WAIT, || {
         engine.pick_endpoint("svc").ok()
     })
     .await;
+    drop(first);
     assert!(source_status(&engine).answered);
     assert_eq!(ids(&engine), set(&["127.0.0.11:8080", "127.0.0.12:8080"]));
     running.stop().await;
@@ -961,7 +962,7 @@ async fn churn_under_concurrent_picks_hands_out_only_published_destinations_and_
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 if held.len() > (n >> 62) as usize {
-                    held.remove(0);
+                    drop(held.remove(0));
                 }
                 tokio::task::yield_now().await;
             }
@@ -1036,15 +1037,13 @@ async fn resolve_destinations_expands_each_named_destination_per_address_with_it
             ("::1", "multi.test"),
         ],
     );
-    let cluster = format!(
-        r#""Destinations": {{
-             "api": {{ "Address": "http://api.test:8080/base/", "Health": "http://api.test:8081/health/",
-                       "Metadata": {{ "Weight": "3", "zone": "a" }} }},
-             "named": {{ "Address": "https://multi.test/", "Host": "public.example",
-                         "Health": "https://status.example/" }},
-             "ip": {{ "Address": "http://127.0.0.1:7000/" }}
-           }}"#
-    );
+    let cluster = r#""Destinations": {
+             "api": { "Address": "http://api.test:8080/base/", "Health": "http://api.test:8081/health/",
+                       "Metadata": { "Weight": "3", "zone": "a" } },
+             "named": { "Address": "https://multi.test/", "Host": "public.example",
+                         "Health": "https://status.example/" },
+             "ip": { "Address": "http://127.0.0.1:7000/" }
+           }"#;
     let discovery = format!(
         r#"{{ "Type": "ResolveDestinations", "Servers": [{}], "Timeout": "300ms",
              "MinRefresh": "50ms", "MaxRefresh": "1s", "Jitter": 0 }}"#,
@@ -1061,7 +1060,9 @@ async fn resolve_destinations_expands_each_named_destination_per_address_with_it
     )
     .unwrap();
     let answer = answer_where(&source, "four destinations", |a| keys(a).len() == 4).await;
-    let rows: Vec<(String, String, Option<String>, Option<String>, f64)> = answer
+    /// Key, address, Host, health URL, weight.
+    type Row = (String, String, Option<String>, Option<String>, f64);
+    let rows: Vec<Row> = answer
         .endpoints()
         .unwrap()
         .iter()
