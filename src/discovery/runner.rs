@@ -13,10 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::dns::{DnsSource, ResolveDestinations};
 use super::driver::{poll, SourceTask};
 use super::source::PollSource;
-use crate::config::discovery::DiscoveryConfig;
-#[cfg(feature = "dns")]
-use crate::config::discovery::SourceConfig;
-use crate::config::model::ClusterConfig;
+use crate::config::discovery::{DiscoveryConfig, SourceConfig};
+use crate::config::model::{ClusterConfig, DestinationConfig};
 use crate::engine::publisher::{Publisher, SourceSpec};
 use crate::engine::Engine;
 use crate::ids::fold_case;
@@ -77,6 +75,9 @@ impl Drop for Discovery {
 /// One running source.
 struct Started {
     config: DiscoveryConfig,
+    /// The cluster's configured destinations, for a source that expands them
+    /// (`ResolveDestinations`): a reload that changes them restarts the source.
+    templates: Vec<DestinationConfig>,
     publisher: Publisher,
     _task: Option<SourceTask>,
 }
@@ -112,7 +113,12 @@ impl Running {
             }
         }
         for (key, (cluster, config)) in wanted {
-            if self.sources.get(&key).is_some_and(|s| s.config == config) {
+            let templates = templates(&cluster, &config);
+            if self
+                .sources
+                .get(&key)
+                .is_some_and(|s| s.config == config && s.templates == templates)
+            {
                 continue;
             }
             // New or changed: (re)register (its destinations stay) and start a new task.
@@ -136,6 +142,7 @@ impl Running {
                 key,
                 Started {
                     config,
+                    templates,
                     publisher,
                     _task: task,
                 },
@@ -160,9 +167,20 @@ async fn supervise(engine: Engine, mut running: Running, cancel: CancellationTok
     }
 }
 
+/// The configured destinations a source expands (none for the others).
+fn templates(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Vec<DestinationConfig> {
+    match config.source() {
+        SourceConfig::ResolveDestinations(_) => cluster.destinations().to_vec(),
+        _ => Vec::new(),
+    }
+}
+
 /// The source a configuration describes.
 #[cfg_attr(not(feature = "dns"), allow(unused_variables))]
-fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result<Arc<dyn PollSource>, String> {
+pub(crate) fn build(
+    cluster: &ClusterConfig,
+    config: &DiscoveryConfig,
+) -> Result<Arc<dyn PollSource>, String> {
     match config.source() {
         #[cfg(feature = "dns")]
         SourceConfig::Dns(dns) => Ok(Arc::new(DnsSource::new(dns)?)),
