@@ -25,7 +25,7 @@ use crate::config::discovery::{DnsSourceConfig, SourceConfig};
 use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
 use crate::config::model::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
 use crate::destination::handle::PickHandle;
-use crate::discovery::runner::{build as build_source, Discovery};
+use crate::discovery::runner::{build as build_source, Built, Discovery};
 use crate::discovery::source::PollSource;
 use crate::engine::pick::BestEndpoints;
 use crate::engine::publisher::{Publisher, SourceSpec};
@@ -176,7 +176,12 @@ impl EndpointSetBuilder {
         }
         let cluster = self.cluster().discovery(source.clone());
         let engine = Engine::new(Config::new().cluster(cluster.clone()))?;
-        let poll = build_source(&cluster, &source).map_err(|why| one_error("discovery", &why))?;
+        // A polling source is also asked by `refresh`; a watching one runs in the refresh job.
+        let poll =
+            match build_source(&cluster, &source).map_err(|why| one_error("discovery", &why))? {
+                Built::Poll(poll) => Some(poll),
+                Built::Watch(_) => None,
+            };
         let publisher = engine
             .publisher(EndpointSet::CLUSTER, SourceSpec::from_config(&source))
             .map_err(|e| one_error("discovery", &e.to_string()))?;
@@ -229,7 +234,8 @@ struct Inner {
 
 /// The discovery source of a set and the handle it publishes through.
 struct SetSource {
-    poll: Arc<dyn PollSource>,
+    /// A polling source (`refresh` asks it); `None` for a watching one.
+    poll: Option<Arc<dyn PollSource>>,
     publisher: Publisher,
 }
 
@@ -329,8 +335,13 @@ impl EndpointSet {
     /// A set fed by discovery first asks its source once and publishes the answer (a failure
     /// keeps the last set, as in the refresh job), then probes what it has.
     pub async fn refresh(&self) {
-        if let Some(source) = &self.inner.source {
-            let published = match source.poll.resolve().await {
+        if let Some((source, poll)) = self
+            .inner
+            .source
+            .as_ref()
+            .and_then(|s| s.poll.as_ref().map(|p| (s, p)))
+        {
+            let published = match poll.resolve().await {
                 Ok(answer) => match answer.endpoints {
                     Some(endpoints) => source.publisher.publish(endpoints),
                     None => source.publisher.not_found(),

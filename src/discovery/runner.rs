@@ -9,11 +9,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "consul")]
+use super::consul::source::ConsulSource;
 #[cfg(feature = "dns")]
 use super::dns::{DnsSource, ResolveDestinations};
 use super::driver::{poll, SourceTask};
+#[cfg(feature = "etcd")]
+use super::etcd::source::EtcdSource;
 use super::source::PollSource;
-use crate::config::discovery::{DiscoveryConfig, SourceConfig};
+use crate::config::discovery::{DiscoveryConfig, RefreshBounds, SourceConfig};
 use crate::config::model::{ClusterConfig, DestinationConfig};
 use crate::engine::publisher::{Publisher, SourceSpec};
 use crate::engine::Engine;
@@ -131,7 +135,7 @@ impl Running {
                 }
             };
             let task = match build(&cluster, &config) {
-                Ok(source) => Some(poll(source, publisher.clone(), *config.refresh_bounds())),
+                Ok(source) => Some(source.start(publisher.clone(), *config.refresh_bounds())),
                 Err(why) => {
                     let _ = publisher.failed(&why);
                     tracing::error!(target: "healthpick", cluster = cluster.id(), source = publisher.source(), "discovery source not started: {why}");
@@ -175,18 +179,54 @@ fn templates(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Vec<Destinati
     }
 }
 
+/// A source built from its configuration, ready to start.
+#[cfg_attr(
+    not(any(feature = "dns", feature = "etcd", feature = "consul")),
+    allow(dead_code)
+)]
+pub(crate) enum Built {
+    /// Asked again and again by the polling driver (DNS).
+    Poll(Arc<dyn PollSource>),
+    /// Runs its own watch loop (etcd, Consul, Kubernetes).
+    Watch(Box<dyn FnOnce(Publisher, RefreshBounds) -> SourceTask + Send>),
+}
+
+impl Built {
+    /// Starts it, publishing through `publisher`.
+    pub(crate) fn start(self, publisher: Publisher, refresh: RefreshBounds) -> SourceTask {
+        match self {
+            Built::Poll(source) => poll(source, publisher, refresh),
+            Built::Watch(start) => start(publisher, refresh),
+        }
+    }
+}
+
 /// The source a configuration describes.
-#[cfg_attr(not(feature = "dns"), allow(unused_variables))]
-pub(crate) fn build(
-    cluster: &ClusterConfig,
-    config: &DiscoveryConfig,
-) -> Result<Arc<dyn PollSource>, String> {
+#[cfg_attr(
+    not(all(feature = "dns", feature = "etcd", feature = "consul")),
+    allow(unused_variables)
+)]
+pub(crate) fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result<Built, String> {
     match config.source() {
         #[cfg(feature = "dns")]
-        SourceConfig::Dns(dns) => Ok(Arc::new(DnsSource::new(dns)?)),
+        SourceConfig::Dns(dns) => Ok(Built::Poll(Arc::new(DnsSource::new(dns)?))),
         #[cfg(feature = "dns")]
-        SourceConfig::ResolveDestinations(resolve) => {
-            Ok(Arc::new(ResolveDestinations::new(resolve, cluster)?))
+        SourceConfig::ResolveDestinations(resolve) => Ok(Built::Poll(Arc::new(
+            ResolveDestinations::new(resolve, cluster)?,
+        ))),
+        #[cfg(feature = "etcd")]
+        SourceConfig::Etcd(etcd) => {
+            let source = EtcdSource::new(etcd)?;
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                source.refresh(refresh).start(publisher)
+            })))
+        }
+        #[cfg(feature = "consul")]
+        SourceConfig::Consul(consul) => {
+            let source = ConsulSource::new(consul)?;
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                source.refresh(refresh).start(publisher)
+            })))
         }
         #[allow(unreachable_patterns)]
         other => Err(format!(

@@ -341,6 +341,23 @@ fn effective_source(source: &DiscoveryConfig) -> JsonSource {
             "servers": r.name_servers().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             "timeoutMs": millis(r.lookup_timeout()),
         }),
+        SourceConfig::Etcd(etcd) => serde_json::json!({
+            "endpoints": etcd.endpoint_urls().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
+            "prefix": etcd.key_prefix(),
+            "timeoutMs": millis(etcd.call_timeout()),
+        }),
+        SourceConfig::Consul(consul) => serde_json::json!({
+            "service": consul.service(),
+            "address": consul.agent_address().map(|u| u.as_str().to_string()),
+            "datacenters": consul.datacenter_list(),
+            "tag": consul.tag_filter(),
+            // Never the token itself: `check --json` output ends up in logs and tickets.
+            "token": consul.token_setting().map(|_| "(set)"),
+            "waitMs": millis(consul.blocking_wait()),
+            "maxStaleMs": consul.max_stale().map(millis),
+            "scheme": consul.url_scheme(),
+            "timeoutMs": millis(consul.call_timeout()),
+        }),
         _ => serde_json::Value::Null,
     };
     let guard = source.guard_policy();
