@@ -203,7 +203,7 @@ pub use health::{
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;
-pub use uri::probe_uri;
+pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

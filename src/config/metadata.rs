@@ -62,6 +62,23 @@ impl Metadata {
         }
     }
 
+    /// Metadata from entries in order; of keys that differ only in case the last value wins, at
+    /// the first key's position (as repeated [`insert`](Self::insert)s would do, in linear time).
+    pub(crate) fn from_entries(entries: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (key, value) in entries {
+            match index.entry(crate::ids::fold_case(&key)) {
+                std::collections::hash_map::Entry::Occupied(at) => out[*at.get()].1 = value,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(out.len());
+                    out.push((key, value));
+                }
+            }
+        }
+        Metadata { entries: out }
+    }
+
     /// The value of `key`, compared case-insensitively.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries

@@ -40,7 +40,7 @@ use crate::destination::{Destination, DestinationInfo, OutcomeSink};
 use crate::error::DestinationsError;
 use crate::ids::fold_case;
 use crate::policy::registry::ResolvedPolicies;
-use crate::uri::parse_base;
+use crate::uri::{parse_base, shown};
 
 /// The source of the destinations a configuration lists.
 pub const CONFIG_SOURCE: &str = "config";
@@ -202,7 +202,8 @@ impl Engine {
             if let Err(why) = parse_base(e.address.as_str()) {
                 problems.push(format!(
                     "endpoint `{}`: address `{}` {why}",
-                    e.key, e.address
+                    e.key,
+                    shown(e.address.as_str())
                 ));
             }
         }

@@ -133,12 +133,11 @@ struct Ordered<T>(Vec<(String, T)>);
 
 impl<T> Ordered<T> {
     fn from_iter(items: impl IntoIterator<Item = (String, T)>) -> Self {
-        let mut entries: Vec<(String, T)> = Vec::new();
-        for (key, value) in items {
-            if !entries.iter().any(|(k, _)| *k == key) {
-                entries.push((key, value));
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let entries = items
+            .into_iter()
+            .filter(|(key, _)| seen.insert(key.clone()))
+            .collect();
         Ordered(entries)
     }
 }
