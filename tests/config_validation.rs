@@ -661,6 +661,35 @@ fn unparsable_rate_limit_is_a_warning() {
     assert_names(w, &["`payments`", "`thirty percent`"]);
 }
 
+/// The healthpick switches of SPEC §14.1 are cluster metadata booleans (`true`/`false`, any
+/// case): anything else is a warning (YARP loads any metadata), the default (`true`) is used,
+/// and strict mode refuses it.
+#[test]
+fn suspect_ranking_and_passive_reset_switches_must_be_booleans() {
+    let text = payments(
+        r#""HealthCheck": { "Active": { "Enabled": true }, "Passive": { "Enabled": true } },
+           "Metadata": { "HealthCheck.SuspectRanking": "yes", "HealthCheck.ResetPassiveOnRecovery": " FALSE " },
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    let report = check(&text);
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    assert_eq!(report.warnings.len(), 1, "{:#?}", report.warnings);
+    let w = &report.warnings[0];
+    assert_eq!(w.path, format!("{P}:Metadata:HealthCheck.SuspectRanking"));
+    assert_names(w, &["`payments`", "`yes`", "true or false"]);
+    let config = report.config.unwrap();
+    assert!(
+        config.clusters()[0].suspect_ranking(),
+        "the default is used"
+    );
+    assert!(!config.clusters()[0].reset_passive_on_recovery());
+    let strict = check_strict(&text);
+    assert_eq!(
+        error_paths(&strict),
+        [format!("{P}:Metadata:HealthCheck.SuspectRanking")]
+    );
+}
+
 /// YARP reads the threshold with `double.TryParse(value, NumberStyles.Float,
 /// CultureInfo.InvariantCulture)`, which knows `Infinity` but not Rust's `inf`: YARP falls back to
 /// the default threshold, so healthpick must too, and warn.

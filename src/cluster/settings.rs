@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::model::{ClusterConfig, HealthPolicyOptions};
+use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::policy::active::ActivePolicyContext;
 use crate::policy::available::AvailablePolicyContext;
@@ -22,6 +23,10 @@ pub(crate) struct ClusterSettings {
     pub reactivation_period: Duration,
     /// Probe interval and timeout, when active checks are on.
     pub probing: Option<Probing>,
+    /// Metadata `HealthCheck.SuspectRanking`: a failed probe ranks a destination with Degraded.
+    pub suspect_ranking: bool,
+    /// Metadata `HealthCheck.ResetPassiveOnRecovery`: passive policies hear of active recoveries.
+    pub reset_passive_on_recovery: bool,
 }
 
 /// When and how long to probe.
@@ -47,17 +52,23 @@ impl ClusterSettings {
                 interval: config.effective_interval(&options),
                 timeout: config.effective_timeout(&options),
             }),
+            suspect_ranking: config.suspect_ranking(),
+            reset_passive_on_recovery: config.reset_passive_on_recovery(),
             config: Arc::new(config.clone()),
             policies,
             options,
         }
     }
 
-    pub fn available_context(&self) -> AvailablePolicyContext<'_> {
+    /// The context of the available-destinations policy and of selection; `first_probes_pending`
+    /// comes from the cluster's run time (see `ClusterSnapshot::available_context`).
+    pub fn available_context(&self, first_probes_pending: bool) -> AvailablePolicyContext<'_> {
         AvailablePolicyContext {
             cluster_id: &self.id,
             active_enabled: self.policies.active.is_some(),
             passive_enabled: self.policies.passive.is_some(),
+            suspect_ranking: self.suspect_ranking,
+            first_probes_pending: first_probes_pending && self.policies.active.is_some(),
         }
     }
 
@@ -74,6 +85,8 @@ impl ClusterSettings {
     pub fn passive_context<'a>(
         &'a self,
         destination: &'a Destination,
+        cluster_state: &'a StateSlots,
+        cluster_size: usize,
         now: Duration,
     ) -> PassivePolicyContext<'a> {
         PassivePolicyContext {
@@ -89,6 +102,8 @@ impl ClusterSettings {
             options: &self.options,
             destination,
             now,
+            cluster_state,
+            cluster_size,
         }
     }
 }

@@ -11,6 +11,29 @@ pub const TRANSPORT_FAILURE_RATE_LIMIT_KEY: &str = "TransportFailureRateHealthPo
 /// Metadata key of a destination's weight (healthpick extension; YARP ignores it).
 pub const WEIGHT_KEY: &str = "Weight";
 
+/// Cluster metadata key (healthpick extension): whether a destination whose most recent probe
+/// failed, but which its active policy has not ejected yet, ranks with Degraded destinations
+/// (`true`, the default) or with Healthy ones, as in YARP (`false`).
+pub const SUSPECT_RANKING_KEY: &str = "HealthCheck.SuspectRanking";
+
+/// Cluster metadata key (healthpick extension): whether the passive policies forget what they
+/// saw of a destination when active checks see it come back, Unhealthy to Healthy (`true`, the
+/// default), or keep it, as in YARP (`false`).
+pub const RESET_PASSIVE_ON_RECOVERY_KEY: &str = "HealthCheck.ResetPassiveOnRecovery";
+
+/// Reads a metadata boolean as .NET's `bool.TryParse` does: `true` or `false` in any case,
+/// surrounding spaces allowed.
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Reads a destination weight: a finite, non-negative number (`3`, `1.5`).
 pub(crate) fn parse_weight(value: &str) -> Option<f64> {
     parse_number(value).filter(|w| *w >= 0.0)

@@ -16,7 +16,8 @@ pub(crate) mod validate;
 pub use check::{check, PolicyNames};
 pub use diagnostics::{CheckReport, ConfigError, Diagnostic, Severity};
 pub use metadata::{
-    Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
+    SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
 pub use model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthCheckConfig,

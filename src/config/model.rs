@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use super::metadata::{
-    parse_number, parse_weight, Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-    TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    parse_bool, parse_number, parse_weight, Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+    RESET_PASSIVE_ON_RECOVERY_KEY, SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY,
+    WEIGHT_KEY,
 };
 use crate::ids::eq_ignore_case;
 
@@ -232,6 +233,24 @@ impl ClusterConfig {
             .unwrap_or(options.default_failure_rate_limit)
     }
 
+    /// Whether destinations whose most recent probe failed rank with Degraded ones: cluster
+    /// metadata `HealthCheck.SuspectRanking` (default `true`; healthpick extension).
+    pub fn suspect_ranking(&self) -> bool {
+        self.metadata_bool(SUSPECT_RANKING_KEY).unwrap_or(true)
+    }
+
+    /// Whether passive policies forget a destination's history when active checks see it
+    /// recover: cluster metadata `HealthCheck.ResetPassiveOnRecovery` (default `true`;
+    /// healthpick extension).
+    pub fn reset_passive_on_recovery(&self) -> bool {
+        self.metadata_bool(RESET_PASSIVE_ON_RECOVERY_KEY)
+            .unwrap_or(true)
+    }
+
+    fn metadata_bool(&self, key: &str) -> Option<bool> {
+        self.metadata.get(key).and_then(parse_bool)
+    }
+
     fn metadata_number(&self, key: &str) -> Option<f64> {
         self.metadata.get(key).and_then(parse_number)
     }
@@ -417,7 +436,9 @@ impl PassiveHealthCheckConfig {
         }
     }
 
-    /// Sets the passive policy by name. Default `TransportFailureRate`.
+    /// Sets the passive policy by name, or several, comma-separated
+    /// (`"TransportFailureRate, OutlierDetection"`; see
+    /// [`policy_names`](Self::policy_names)). Default `TransportFailureRate`.
     pub fn policy(mut self, name: impl Into<String>) -> Self {
         self.policy = Some(name.into());
         self
@@ -435,9 +456,38 @@ impl PassiveHealthCheckConfig {
         self.enabled
     }
 
-    /// The policy name as given, or the default.
+    /// The policy name as given (a comma-separated list when several policies run), or the
+    /// default.
     pub fn policy_name(&self) -> &str {
         self.policy.as_deref().unwrap_or(DEFAULT_PASSIVE_POLICY)
+    }
+
+    /// The passive policies to run, in order: the comma-separated names of
+    /// [`policy_name`](Self::policy_name), trimmed, empty entries skipped; the default when none
+    /// is left. Several policies combine (healthpick extension): every listed policy judges every
+    /// outcome; the destination is passively Unhealthy as soon as one of them says so (for the
+    /// longest reactivation period among those that do), Healthy when none does and one says
+    /// Healthy.
+    ///
+    /// ```
+    /// use healthpick::config::PassiveHealthCheckConfig;
+    ///
+    /// let passive = PassiveHealthCheckConfig::enabled().policy("TransportFailureRate, OutlierDetection");
+    /// assert_eq!(passive.policy_names(), ["TransportFailureRate", "OutlierDetection"]);
+    /// assert_eq!(PassiveHealthCheckConfig::enabled().policy_names(), ["TransportFailureRate"]);
+    /// ```
+    pub fn policy_names(&self) -> Vec<&str> {
+        let names: Vec<&str> = self
+            .policy_name()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            vec![DEFAULT_PASSIVE_POLICY]
+        } else {
+            names
+        }
     }
 
     /// The reactivation period as given.

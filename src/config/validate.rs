@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use super::diagnostics::{Diagnostic, Diagnostics, Place};
 use super::metadata::{
-    parse_number, parse_weight, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-    TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    parse_bool, parse_number, parse_weight, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+    RESET_PASSIVE_ON_RECOVERY_KEY, SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY,
+    WEIGHT_KEY,
 };
 use super::model::{ClusterConfig, Config, DestinationConfig};
 use crate::ids::fold_case;
@@ -88,6 +89,20 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
                     place.path(&format!("Metadata:{key}")),
                     place.message(format!(
                         "metadata {key} `{value}` is not a number; the default is used"
+                    )),
+                );
+            }
+        }
+    }
+
+    for key in [SUSPECT_RANKING_KEY, RESET_PASSIVE_ON_RECOVERY_KEY] {
+        if let Some(value) = cluster.metadata.get(key) {
+            if parse_bool(value).is_none() {
+                diags.warning(
+                    place.path(&format!("Metadata:{key}")),
+                    place.message(format!(
+                        "metadata {key} `{}` is not a boolean (true or false); the default (true) is used",
+                        shown(value)
                     )),
                 );
             }

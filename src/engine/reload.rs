@@ -26,6 +26,7 @@ use super::core::EngineCore;
 use super::runtime::{ClusterRuntime, SourceMembers};
 use super::table::ClusterTable;
 use super::timers::{Reactivate, Reactivation};
+use super::updater::After;
 use super::Engine;
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -307,9 +308,9 @@ impl ClusterRuntime {
         if source != CONFIG_SOURCE && book.sources[position].members.is_empty() {
             book.sources.remove(position);
         }
-        let warming = settings.probing.is_some() && !book.first_round_done;
-        let snapshot =
-            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), warming);
+        let members = book.members();
+        let warm_up = self.warm_up_after_change(&mut book, &settings, &members, After::Change);
+        let snapshot = ClusterSnapshot::build(settings, members, self.counter.clone(), warm_up);
         self.publish(Some(&core.hub), &mut book, snapshot, now);
         for d in merged.removed {
             d.state().mark_removed();
@@ -320,6 +321,9 @@ impl ClusterRuntime {
                 .timers
                 .schedule(Reactivation::new(due, cluster, Arc::downgrade(&d)));
         }
+        drop(book);
+        // The active monitor re-reads its targets (new members are probed at once).
+        self.members_changed.send_modify(|g| *g += 1);
     }
 }
 

@@ -12,7 +12,8 @@ use super::hub::Hub;
 use super::timers::Reactivate;
 use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
-use crate::cluster::snapshot::ClusterSnapshot;
+use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
+use crate::destination::state::StateSlots;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
@@ -26,8 +27,16 @@ pub(crate) struct ClusterRuntime {
     pub cell: SnapshotCell,
     /// Serialises every change of this cluster (health, members, settings).
     pub book: Mutex<ClusterBook>,
-    /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
+    /// True once every destination of this cluster had its first probe result, or a whole
+    /// probe round was reported (`Engine::ready`, SPEC §6).
     pub first_round: watch::Sender<bool>,
+    /// True once the first-pick warm-up is over (SPEC §14.1): first picks wait for it.
+    pub warmed: watch::Sender<bool>,
+    /// Bumped whenever the cluster's members or settings were published anew (a source
+    /// published, a reload, the cluster left): the active monitor re-reads its targets.
+    pub members_changed: watch::Sender<u64>,
+    /// The passive policies' per-cluster data (`PassivePolicyContext::with_cluster_state`).
+    pub policy_state: StateSlots,
     /// The round-robin counter, carried into every snapshot.
     pub counter: Arc<AtomicUsize>,
     /// Read on every request outcome, so held here rather than behind the engine.
@@ -49,6 +58,8 @@ pub(crate) struct ClusterBook {
     pub panic: bool,
     pub published: bool,
     pub first_round_done: bool,
+    /// The first-pick warm-up is over (implied by `first_round_done`).
+    pub warmed: bool,
 }
 
 /// One source's current destinations in a cluster.
@@ -58,6 +69,15 @@ pub(crate) struct SourceMembers {
 }
 
 impl ClusterBook {
+    /// Where the cluster stands in its first probes, for its next snapshot.
+    pub fn warm_up(&self, settings: &ClusterSettings) -> WarmUp {
+        let active = settings.probing.is_some();
+        WarmUp {
+            warming: active && !self.warmed && !self.first_round_done,
+            first_probes_pending: active && !self.first_round_done,
+        }
+    }
+
     /// Every member, source after source.
     pub fn members(&self) -> Vec<Arc<Destination>> {
         self.sources
@@ -82,6 +102,9 @@ impl ClusterRuntime {
             ))),
             book: Mutex::new(ClusterBook::default()),
             first_round: watch::Sender::new(false),
+            warmed: watch::Sender::new(false),
+            members_changed: watch::Sender::new(0),
+            policy_state: StateSlots::default(),
             counter,
             clock,
             observer,
@@ -104,6 +127,8 @@ impl ClusterRuntime {
             settings,
             self.counter.clone(),
         )));
+        drop(book);
+        self.members_changed.send_modify(|g| *g += 1);
     }
 }
 

@@ -89,6 +89,10 @@ pub struct DestinationStatus {
     pub last_probe_result: Option<String>,
     /// The last probe failure.
     pub last_error: Option<String>,
+    /// Whether its most recent probe succeeded; `None` before its first probe result. A
+    /// destination whose latest probe failed is a suspect: it ranks with Degraded destinations
+    /// unless the cluster turns suspect ranking off (SPEC §14.1).
+    pub last_probe_succeeded: Option<bool>,
 }
 
 impl Engine {
@@ -127,6 +131,7 @@ impl Engine {
                             last_probe: record.last_probe,
                             last_probe_result: record.last_probe_result,
                             last_error: record.last_error,
+                            last_probe_succeeded: d.last_probe_succeeded(),
                         }
                     })
                     .collect();

@@ -21,7 +21,7 @@ pub(crate) mod passive;
 pub(crate) mod registry;
 pub(crate) mod transport_failure_rate;
 
-pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
+pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, ProbeDelivery};
 pub use available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
 pub use consecutive_failures::ConsecutiveFailures;
 pub use healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::config::metadata::Metadata;
 use crate::config::model::HealthPolicyOptions;
+use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
 use crate::health::reason::Reason;
@@ -32,6 +33,10 @@ pub struct PassivePolicyContext<'a> {
     pub(crate) options: &'a HealthPolicyOptions,
     pub(crate) destination: &'a Destination,
     pub(crate) now: Duration,
+    /// The cluster's own policy data (one value per type), kept while the cluster exists.
+    pub(crate) cluster_state: &'a StateSlots,
+    /// Destinations of the cluster now.
+    pub(crate) cluster_size: usize,
 }
 
 impl std::fmt::Debug for PassivePolicyContext<'_> {
@@ -94,6 +99,24 @@ impl PassivePolicyContext<'_> {
     pub fn with_state<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         self.destination.state().with_slot(f)
     }
+
+    /// How many destinations the cluster has now (for a policy that limits how many of them it
+    /// ejects at once).
+    pub fn cluster_size(&self) -> usize {
+        self.cluster_size
+    }
+
+    /// Runs `f` on the cluster's value of type `T`, the policy's own per-cluster data (created
+    /// with `T::default()` on first use, kept while the cluster exists, across reloads). It is
+    /// behind a lock of the cluster's own that every outcome of the cluster would contend on:
+    /// take it only on rare paths (an ejection), never for every outcome. It may be taken inside
+    /// [`with_state`](Self::with_state), not the other way round.
+    pub fn with_cluster_state<T: Default + Send + 'static, R>(
+        &self,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        self.cluster_state.with(f)
+    }
 }
 
 /// Decides passive health from request outcomes (YARP's `IPassiveHealthCheckPolicy`).
@@ -128,4 +151,15 @@ pub trait PassiveHealthPolicy: Send + Sync + 'static {
         ctx: &PassivePolicyContext<'_>,
         outcome: RequestOutcome,
     ) -> Option<PassiveVerdict>;
+
+    /// Active health checks saw `ctx.destination()` come back (Unhealthy to Healthy), and the
+    /// cluster asks passive policies to forget what they saw while it was down (cluster metadata
+    /// `HealthCheck.ResetPassiveOnRecovery`, default `true`; SPEC §14.1). Called by the health
+    /// updater with the cluster's update lock held: keep it short. Its passive health is not
+    /// changed by this (a pending reactivation still decides when an ejected destination
+    /// returns); the point is that its first requests after coming back are not judged together
+    /// with the failures of its outage. Default: nothing.
+    fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
+        let _ = ctx;
+    }
 }

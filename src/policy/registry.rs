@@ -188,8 +188,9 @@ impl<P: ?Sized> Clone for Named<P> {
 pub(crate) struct ResolvedPolicies {
     /// Present exactly when active checks are enabled.
     pub active: Option<Named<dyn ActiveHealthPolicy>>,
-    /// Present exactly when passive checks are enabled.
-    pub passive: Option<Named<dyn PassiveHealthPolicy>>,
+    /// Present exactly when passive checks are enabled: the policies `HealthCheck:Passive:Policy`
+    /// lists, in order, at least one.
+    pub passive: Option<Vec<Named<dyn PassiveHealthPolicy>>>,
     pub available: Named<dyn AvailableDestinationsPolicy>,
     pub load_balancing: Named<dyn LoadBalancingPolicy>,
 }
@@ -272,20 +273,44 @@ impl PolicyRegistry {
                 })
             }
         };
+        let mut twice: Vec<&str> = Vec::new();
         let passive = match hc.passive().is_enabled() {
             false => Ok(None),
             true => {
-                let name = hc.passive().policy_name();
-                named(self.passive(name)).map(Some).ok_or_else(|| {
-                    unknown(
-                        "HealthCheck:Passive:Policy",
-                        "passive health policy",
-                        name,
-                        self.passive_names(),
-                    )
-                })
+                // A comma-separated list: every listed policy judges every outcome.
+                let mut list: Vec<Named<dyn PassiveHealthPolicy>> = Vec::new();
+                let mut complete = true;
+                for name in hc.passive().policy_names() {
+                    match named(self.passive(name)) {
+                        Some(policy) if list.iter().any(|p| p.name == policy.name) => {
+                            complete = false;
+                            twice.push(name);
+                        }
+                        Some(policy) => list.push(policy),
+                        None => {
+                            complete = false;
+                            unknown(
+                                "HealthCheck:Passive:Policy",
+                                "passive health policy",
+                                name,
+                                self.passive_names(),
+                            );
+                        }
+                    }
+                }
+                if complete {
+                    Ok(Some(list))
+                } else {
+                    Err(())
+                }
             }
         };
+        for name in twice {
+            diags.error(
+                place.path("HealthCheck:Passive:Policy"),
+                place.message(format!("passive health policy `{name}` is listed twice")),
+            );
+        }
         Some(ResolvedPolicies {
             active: active.ok()?,
             passive: passive.ok()?,

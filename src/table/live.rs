@@ -350,6 +350,7 @@ mod tests {
             last_probe: None,
             last_probe_result: None,
             last_error: None,
+            last_probe_succeeded: None,
         }
     }
 
