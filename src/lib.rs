@@ -198,8 +198,8 @@ pub use engine::Engine;
 pub use error::{DestinationsError, PickError};
 pub use events::{HealthEvent, HealthEventKind, PartValue};
 pub use health::{
-    HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason, ReportedHealth,
-    RequestOutcome,
+    HealthClass, HealthPart, HealthParts, HealthState, OutlierEjection, ProbeResult, Reason,
+    ReportedHealth, RequestOutcome,
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::model::{ClusterConfig, HealthPolicyOptions};
+use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionOptions};
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::policy::active::ActivePolicyContext;
@@ -27,6 +27,8 @@ pub(crate) struct ClusterSettings {
     pub suspect_ranking: bool,
     /// Metadata `HealthCheck.ResetPassiveOnRecovery`: passive policies hear of active recoveries.
     pub reset_passive_on_recovery: bool,
+    /// Metadata `OutlierDetection.*`.
+    pub outlier_detection: OutlierDetectionOptions,
 }
 
 /// When and how long to probe.
@@ -54,6 +56,7 @@ impl ClusterSettings {
             }),
             suspect_ranking: config.suspect_ranking(),
             reset_passive_on_recovery: config.reset_passive_on_recovery(),
+            outlier_detection: config.outlier_detection(),
             config: Arc::new(config.clone()),
             policies,
             options,
@@ -99,6 +102,7 @@ impl ClusterSettings {
                 .passive()
                 .reactivation_period_setting(),
             effective_reactivation_period: self.reactivation_period,
+            outlier_detection: &self.outlier_detection,
             options: &self.options,
             destination,
             now,

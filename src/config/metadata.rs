@@ -21,6 +21,30 @@ pub const SUSPECT_RANKING_KEY: &str = "HealthCheck.SuspectRanking";
 /// default), or keep it, as in YARP (`false`).
 pub const RESET_PASSIVE_ON_RECOVERY_KEY: &str = "HealthCheck.ResetPassiveOnRecovery";
 
+/// Cluster metadata key of OutlierDetection: consecutive 5xx responses (transport failures
+/// included) that eject a destination; a non-negative integer, `0` turns this detector off.
+/// Default 5 (Envoy's `consecutive_5xx`).
+pub const OUTLIER_CONSECUTIVE_5XX_KEY: &str = "OutlierDetection.Consecutive5xx";
+/// Cluster metadata key of OutlierDetection: consecutive gateway errors (502, 503, 504 and
+/// transport failures) that eject a destination; `0` turns this detector off. Default 5
+/// (Envoy's `consecutive_gateway_failure`).
+pub const OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY: &str =
+    "OutlierDetection.ConsecutiveGatewayFailure";
+/// Cluster metadata key of OutlierDetection: the first ejection's length, a TimeSpan; the n-th
+/// ejection in a row lasts n times as long. Default `00:00:30` (Envoy's `base_ejection_time`).
+pub const OUTLIER_BASE_EJECTION_TIME_KEY: &str = "OutlierDetection.BaseEjectionTime";
+/// Cluster metadata key of OutlierDetection: the longest ejection, a TimeSpan (at least the
+/// base ejection time). Default `00:05:00` (Envoy's `max_ejection_time`).
+pub const OUTLIER_MAX_EJECTION_TIME_KEY: &str = "OutlierDetection.MaxEjectionTime";
+/// Cluster metadata key of OutlierDetection: the most destinations ejected at once, in percent
+/// of the cluster (0 to 100), but never fewer than one destination. Default 10 (Envoy's
+/// `max_ejection_percent`).
+pub const OUTLIER_MAX_EJECTION_PERCENT_KEY: &str = "OutlierDetection.MaxEjectionPercent";
+/// Cluster metadata key of OutlierDetection: how long a destination must stay in service,
+/// without a new ejection, for its ejection count to drop by one, a TimeSpan. Default
+/// `00:00:10` (Envoy's `interval`).
+pub const OUTLIER_INTERVAL_KEY: &str = "OutlierDetection.Interval";
+
 /// Reads a metadata boolean as .NET's `bool.TryParse` does: `true` or `false` in any case,
 /// surrounding spaces allowed.
 pub(crate) fn parse_bool(value: &str) -> Option<bool> {
@@ -124,4 +148,23 @@ impl Metadata {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// Reads a metadata count: a non-negative integer (`5`; `5.0` is refused).
+pub(crate) fn parse_count(value: &str) -> Option<u32> {
+    value.trim().parse::<u32>().ok()
+}
+
+/// Reads a metadata TimeSpan (the configuration's grammar, humantime included); only positive
+/// values.
+pub(crate) fn parse_positive_timespan(value: &str) -> Option<std::time::Duration> {
+    crate::config::timespan::parse_timespan(value)
+        .ok()
+        .filter(|span| span.is_positive())
+        .and_then(|span| span.to_duration())
+}
+
+/// Reads a metadata percentage: a number from 0 to 100.
+pub(crate) fn parse_percent(value: &str) -> Option<f64> {
+    parse_number(value).filter(|p| (0.0..=100.0).contains(p))
 }

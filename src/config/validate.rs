@@ -9,10 +9,13 @@ use std::collections::HashMap;
 
 use super::diagnostics::{Diagnostic, Diagnostics, Place};
 use super::metadata::{
-    parse_bool, parse_number, parse_weight, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-    RESET_PASSIVE_ON_RECOVERY_KEY, SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY,
-    WEIGHT_KEY,
+    parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
+    CONSECUTIVE_FAILURES_THRESHOLD_KEY, OUTLIER_BASE_EJECTION_TIME_KEY,
+    OUTLIER_CONSECUTIVE_5XX_KEY, OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY, OUTLIER_INTERVAL_KEY,
+    OUTLIER_MAX_EJECTION_PERCENT_KEY, OUTLIER_MAX_EJECTION_TIME_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
+    SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
+use super::model::OutlierDetectionOptions;
 use super::model::{ClusterConfig, Config, DestinationConfig};
 use crate::ids::fold_case;
 use crate::uri::{parse_base, shown};
@@ -109,6 +112,8 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
         }
     }
 
+    validate_outlier_detection(cluster, place, diags);
+
     let mut seen = HashMap::with_capacity(cluster.destinations.len());
     for dest in &cluster.destinations {
         let dplace = place.destination(&dest.id);
@@ -125,6 +130,67 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
             );
         }
         validate_destination(dest, dplace, diags);
+    }
+}
+
+/// A metadata key, whether a value is valid for it, what a valid value is, and its default.
+type MetadataCheck = (&'static str, fn(&str) -> bool, &'static str, String);
+
+/// OutlierDetection's metadata: checked whether or not a cluster runs the policy (as the other
+/// policies' metadata is); a bad value is a warning and the default is used.
+fn validate_outlier_detection(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagnostics) {
+    let d = OutlierDetectionOptions::default();
+    let secs = |t: std::time::Duration| humantime::format_duration(t).to_string();
+    let checks: [MetadataCheck; 6] = [
+        (
+            OUTLIER_CONSECUTIVE_5XX_KEY,
+            |v| parse_count(v).is_some(),
+            "a count (0, 1, 2, ...)",
+            d.consecutive_5xx.to_string(),
+        ),
+        (
+            OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY,
+            |v| parse_count(v).is_some(),
+            "a count (0, 1, 2, ...)",
+            d.consecutive_gateway_failure.to_string(),
+        ),
+        (
+            OUTLIER_BASE_EJECTION_TIME_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.base_ejection_time),
+        ),
+        (
+            OUTLIER_MAX_EJECTION_TIME_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.max_ejection_time),
+        ),
+        (
+            OUTLIER_MAX_EJECTION_PERCENT_KEY,
+            |v| parse_percent(v).is_some(),
+            "a number from 0 to 100",
+            d.max_ejection_percent.to_string(),
+        ),
+        (
+            OUTLIER_INTERVAL_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.interval),
+        ),
+    ];
+    for (key, valid, expected, default) in checks {
+        if let Some(value) = cluster.metadata.get(key) {
+            if !valid(value) {
+                diags.warning(
+                    place.path(&format!("Metadata:{key}")),
+                    place.message(format!(
+                        "metadata {key} `{}` is not {expected}; the default ({default}) is used",
+                        shown(value)
+                    )),
+                );
+            }
+        }
     }
 }
 

@@ -489,8 +489,10 @@ fn combine(earlier: PassiveVerdict, later: PassiveVerdict) -> PassiveVerdict {
             reactivation_after: earlier.reactivation_after.max(later.reactivation_after),
             ..earlier
         },
-        (HealthState::Unhealthy, _) | (HealthState::Healthy, _) => earlier,
-        (_, HealthState::Unhealthy) | (_, HealthState::Healthy) => later,
+        (HealthState::Unhealthy, _) => earlier,
+        (_, HealthState::Unhealthy) => later,
+        (HealthState::Healthy, _) => earlier,
+        (_, HealthState::Healthy) => later,
         _ => earlier,
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::config::metadata::Metadata;
-use crate::config::model::HealthPolicyOptions;
+use crate::config::model::{HealthPolicyOptions, OutlierDetectionOptions};
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
@@ -30,6 +30,7 @@ pub struct PassivePolicyContext<'a> {
     pub(crate) failure_rate_limit: f64,
     pub(crate) reactivation_period: Option<Duration>,
     pub(crate) effective_reactivation_period: Duration,
+    pub(crate) outlier_detection: &'a OutlierDetectionOptions,
     pub(crate) options: &'a HealthPolicyOptions,
     pub(crate) destination: &'a Destination,
     pub(crate) now: Duration,
@@ -80,6 +81,12 @@ impl PassivePolicyContext<'_> {
     /// (SPEC §4).
     pub fn effective_reactivation_period(&self) -> Duration {
         self.effective_reactivation_period
+    }
+
+    /// The OutlierDetection settings in force for this cluster (metadata `OutlierDetection.*`
+    /// or the defaults).
+    pub fn outlier_detection(&self) -> &OutlierDetectionOptions {
+        self.outlier_detection
     }
 
     /// The global health-policy options.

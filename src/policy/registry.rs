@@ -12,6 +12,7 @@ use super::active::ActiveHealthPolicy;
 use super::available::AvailableDestinationsPolicy;
 use super::consecutive_failures::ConsecutiveFailures;
 use super::healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};
+use super::outlier_detection::OutlierDetection;
 use super::passive::PassiveHealthPolicy;
 use super::transport_failure_rate::TransportFailureRate;
 use crate::config::check::{check, PolicyNames};
@@ -60,8 +61,9 @@ impl std::fmt::Debug for PolicyRegistry {
 }
 
 impl Default for PolicyRegistry {
-    /// The built-in policies: ConsecutiveFailures; TransportFailureRate; HealthyAndUnknown and
-    /// HealthyOrPanic; PowerOfTwoChoices, RoundRobin, LeastRequests, Random, FirstAlphabetical.
+    /// The built-in policies: ConsecutiveFailures; TransportFailureRate and OutlierDetection;
+    /// HealthyAndUnknown and HealthyOrPanic; PowerOfTwoChoices, RoundRobin, LeastRequests,
+    /// Random, FirstAlphabetical.
     fn default() -> Self {
         let mut r = PolicyRegistry {
             active: Vec::new(),
@@ -71,6 +73,7 @@ impl Default for PolicyRegistry {
         };
         r.register_active(DEFAULT_ACTIVE_POLICY, Arc::new(ConsecutiveFailures));
         r.register_passive(DEFAULT_PASSIVE_POLICY, Arc::new(TransportFailureRate));
+        r.register_passive("OutlierDetection", Arc::new(OutlierDetection));
         r.register_available_destinations("HealthyAndUnknown", Arc::new(HealthyAndUnknown));
         r.register_available_destinations(DEFAULT_AVAILABLE_DESTINATIONS, Arc::new(HealthyOrPanic));
         r.register_load_balancing(DEFAULT_LOAD_BALANCING, Arc::new(PowerOfTwoChoices));
