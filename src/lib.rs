@@ -3,8 +3,9 @@
 //! Client-side service discovery and health-aware routing for Rust services.
 //!
 //! Before every outgoing request, ask healthpick which instance of a service to call. It keeps
-//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`) and **passive
-//! observation** of real requests (YARP's `TransportFailureRate`, with reactivation), keeps only
+//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`, each destination on
+//! its own schedule) and **passive observation** of real requests (YARP's `TransportFailureRate`,
+//! with reactivation, and Envoy's outlier detection, `OutlierDetection`), keeps only
 //! the available destinations (`HealthyOrPanic` by default), prefers the best health class and the
 //! most preferred **tier** (same zone first), and load-balances inside it (`PowerOfTwoChoices` by
 //! default). Configuration is an existing YARP `ReverseProxy:Clusters` JSON file, unchanged.

@@ -112,14 +112,19 @@ impl DestinationState {
         }
     }
 
-    /// Records what its most recent probe said; returns whether that differs from before.
-    pub fn set_last_probe(&self, succeeded: bool) -> bool {
+    /// Records what its most recent probe said; returns what the one before said (`None`: this
+    /// is its first result).
+    pub fn set_last_probe(&self, succeeded: bool) -> Option<bool> {
         let value = if succeeded {
             PROBE_SUCCEEDED
         } else {
             PROBE_FAILED
         };
-        self.last_probe.swap(value, Ordering::AcqRel) != value
+        match self.last_probe.swap(value, Ordering::AcqRel) {
+            PROBE_SUCCEEDED => Some(true),
+            PROBE_FAILED => Some(false),
+            _ => None,
+        }
     }
 
     /// Marks a probe of it in flight; false when one already is (it is not probed twice at

@@ -1,6 +1,7 @@
 //! One cluster inside the engine: the cell its snapshot is published in, the book of what its
 //! sources published, and the first-round latch picks and `ready()` wait on.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
@@ -60,6 +61,69 @@ pub(crate) struct ClusterBook {
     pub first_round_done: bool,
     /// The first-pick warm-up is over (implied by `first_round_done`).
     pub warmed: bool,
+    /// Who has had a probe result, while the first probes run.
+    pub first_probes: FirstProbes,
+}
+
+/// How far a cluster's first probes are, kept up to date result by result so that neither the
+/// end of the first round nor the end of the warm-up costs a pass over the members per result.
+#[derive(Debug, Default)]
+pub(crate) struct FirstProbes {
+    /// Members without a probe result.
+    pub awaiting: usize,
+    /// Per tier: (members, members with a result, members whose latest probe succeeded).
+    pub tiers: BTreeMap<u32, (usize, usize, usize)>,
+}
+
+impl FirstProbes {
+    /// Counts `members` as they are now.
+    pub fn of(members: &[Arc<Destination>]) -> Self {
+        let mut progress = FirstProbes::default();
+        for d in members {
+            let tier = progress.tiers.entry(d.tier()).or_default();
+            tier.0 += 1;
+            match d.last_probe_succeeded() {
+                None => progress.awaiting += 1,
+                Some(succeeded) => {
+                    tier.1 += 1;
+                    tier.2 += usize::from(succeeded);
+                }
+            }
+        }
+        progress
+    }
+
+    /// A member of `tier` had a probe result: `succeeded` now, `before` the one before it.
+    pub fn record(&mut self, tier: u32, before: Option<bool>, succeeded: bool) {
+        let Some(counts) = self.tiers.get_mut(&tier) else {
+            return;
+        };
+        match before {
+            None => {
+                self.awaiting = self.awaiting.saturating_sub(1);
+                counts.1 += 1;
+            }
+            Some(true) => counts.2 = counts.2.saturating_sub(1),
+            Some(false) => {}
+        }
+        counts.2 += usize::from(succeeded);
+    }
+
+    /// Whether the first picks need not wait any longer (SPEC §14.1): going from the best tier
+    /// down, the first tier whose destinations have not all failed their probes has one whose
+    /// latest probe succeeded. A tier whose probes are still running holds the wait; a tier
+    /// whose every probe failed is skipped; once every probe finished, nothing holds it.
+    pub fn best_tier_answered(&self) -> bool {
+        for &(members, finished, succeeded) in self.tiers.values() {
+            if succeeded > 0 {
+                return true;
+            }
+            if finished < members {
+                return false;
+            }
+        }
+        !self.tiers.is_empty()
+    }
 }
 
 /// One source's current destinations in a cluster.

@@ -4,12 +4,12 @@
 //! events and tracing, and builds and publishes the cluster's snapshot — all under the cluster's
 //! book lock, once per change, and only when something changed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::hub::Hub;
-use super::runtime::{ClusterBook, ClusterRuntime};
+use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
 use super::timers::{Reactivate, Reactivation};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
@@ -185,7 +185,9 @@ impl ClusterRuntime {
         };
         let mut dirty = false;
         if !round.is_empty() {
-            dirty = self.judge(hub.as_deref(), &snapshot, active, &round, now);
+            // Counted only while the first probes run.
+            let first_probes = (!book.first_round_done).then_some(&mut book.first_probes);
+            dirty = self.judge(hub.as_deref(), &snapshot, active, &round, first_probes, now);
         }
         let after = if whole_round {
             After::Round
@@ -212,6 +214,7 @@ impl ClusterRuntime {
         snapshot: &ClusterSnapshot,
         active: &Named<dyn ActiveHealthPolicy>,
         round: &[(&Destination, &ProbeResult)],
+        mut first_probes: Option<&mut FirstProbes>,
         now: Duration,
     ) -> bool {
         let settings = &snapshot.settings;
@@ -251,7 +254,12 @@ impl ClusterRuntime {
                 }
             }
             // Suspect ranking and the warm-up read what the latest probe said.
-            dirty |= state.set_last_probe(result.is_success());
+            let succeeded = result.is_success();
+            let before = state.set_last_probe(succeeded);
+            dirty |= before != Some(succeeded);
+            if let Some(first_probes) = first_probes.as_deref_mut() {
+                first_probes.record(destination.tier(), before, succeeded);
+            }
             // A 2xx health payload sets the reported part; any other result clears it (SPEC §3).
             let reported = if result.error.is_none()
                 && result.status.is_some_and(|s| (200..300).contains(&s))
@@ -346,16 +354,19 @@ impl ClusterRuntime {
         if settings.probing.is_none() {
             return book.warm_up(settings);
         }
-        // A cluster without members has finished its first probes once a prober said so.
-        let every_member_probed = (after != After::Change || !members.is_empty())
-            && members
-                .iter()
-                .all(|d| d.state().last_probe_succeeded().is_some());
-        if !book.first_round_done && (after == After::Round || every_member_probed) {
-            book.first_round_done = true;
-        }
-        if !book.first_round_done && !book.warmed && best_tier_answered(members) {
-            book.warmed = true;
+        if !book.first_round_done {
+            if after == After::Change {
+                book.first_probes = FirstProbes::of(members);
+            }
+            // A cluster without members has finished its first probes once a prober said so.
+            let every_member_probed =
+                (after != After::Change || !members.is_empty()) && book.first_probes.awaiting == 0;
+            if after == After::Round || every_member_probed {
+                book.first_round_done = true;
+                book.first_probes = FirstProbes::default();
+            } else if !book.warmed && book.first_probes.best_tier_answered() {
+                book.warmed = true;
+            }
         }
         if book.first_round_done {
             self.first_round
@@ -495,30 +506,4 @@ fn combine(earlier: PassiveVerdict, later: PassiveVerdict) -> PassiveVerdict {
         (_, HealthState::Healthy) => later,
         _ => earlier,
     }
-}
-
-/// Whether the first picks need not wait any longer (SPEC §14.1): going from the best tier
-/// down, the first tier whose destinations have not all failed their probes has one that
-/// succeeded. A tier whose probes are still running holds the wait; a tier whose every probe
-/// failed is skipped; when every probe finished, nothing holds it.
-fn best_tier_answered(members: &[Arc<Destination>]) -> bool {
-    // tier -> (one succeeded, all have a result)
-    let mut tiers: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
-    for d in members {
-        let entry = tiers.entry(d.tier()).or_insert((false, true));
-        match d.state().last_probe_succeeded() {
-            Some(true) => entry.0 = true,
-            Some(false) => {}
-            None => entry.1 = false,
-        }
-    }
-    for (succeeded, finished) in tiers.into_values() {
-        if succeeded {
-            return true;
-        }
-        if !finished {
-            return false;
-        }
-    }
-    !members.is_empty()
 }
