@@ -329,11 +329,12 @@ impl EndpointSet {
         &self.inner.engine
     }
 
-    /// Probes every base URL now and updates health. A failed probe counts toward the threshold
-    /// and its reason is kept as the endpoint's last error.
+    /// Probes every base URL now (but one whose probe is in flight already) and updates health,
+    /// each result as soon as it arrives; resolves once every probe finished. A failed probe
+    /// counts toward the threshold and its reason is kept as the endpoint's last error.
     ///
-    /// A set fed by discovery first asks its source once and publishes the answer (a failure
-    /// keeps the last set, as in the refresh job), then probes what it has.
+    /// A set fed by a polling discovery source first asks it once and publishes the answer (a
+    /// failure keeps the last set, as in the refresh job), then probes what it has.
     pub async fn refresh(&self) {
         if let Some((source, poll)) = self
             .inner
@@ -368,15 +369,25 @@ impl EndpointSet {
         self.inner.engine.best_endpoints(Self::CLUSTER)
     }
 
-    /// A healthy endpoint from the best group; before anything is known it refreshes first.
+    /// A healthy endpoint from the best group. Before anything is known it probes every
+    /// endpoint and waits, as [`Engine::pick_endpoint_ready`] does, until a preferred endpoint
+    /// answered (or, when none can, one of the others), at most the health-check timeout: an
+    /// endpoint that hangs holds back neither this pick nor the others' results.
     ///
     /// # Errors
     /// As [`Engine::pick_endpoint`].
     pub async fn pick_endpoint(&self) -> Result<PickHandle, PickError> {
-        if !self.inner.engine.first_round_done(Self::CLUSTER) {
-            self.refresh().await;
+        let engine = &self.inner.engine;
+        if let Some(pick) = engine.pick_endpoint_if_ready(Self::CLUSTER) {
+            return pick;
         }
-        self.inner.engine.pick_endpoint(Self::CLUSTER)
+        if !engine.first_round_done(Self::CLUSTER) {
+            // In the background, so that the probes of endpoints that hang finish (and count)
+            // after this pick has stopped waiting. Endpoints already being probed are skipped.
+            let set = self.clone();
+            tokio::spawn(async move { set.refresh().await });
+        }
+        engine.pick_endpoint_ready(Self::CLUSTER).await
     }
 
     /// Starts the background refresh job: a refresh every interval until the returned handle is

@@ -3,8 +3,9 @@
 //! Client-side service discovery and health-aware routing for Rust services.
 //!
 //! Before every outgoing request, ask healthpick which instance of a service to call. It keeps
-//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`) and **passive
-//! observation** of real requests (YARP's `TransportFailureRate`, with reactivation), keeps only
+//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`, each destination on
+//! its own schedule) and **passive observation** of real requests (YARP's `TransportFailureRate`,
+//! with reactivation, and Envoy's outlier detection, `OutlierDetection`), keeps only
 //! the available destinations (`HealthyOrPanic` by default), prefers the best health class and the
 //! most preferred **tier** (same zone first), and load-balances inside it (`PowerOfTwoChoices` by
 //! default). Configuration is an existing YARP `ReverseProxy:Clusters` JSON file, unchanged.
@@ -204,12 +205,12 @@ pub use engine::Engine;
 pub use error::{DestinationsError, PickError};
 pub use events::{HealthEvent, HealthEventKind, HeldReason, PartValue, Release};
 pub use health::{
-    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason,
-    ReportedHealth, RequestOutcome,
+    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, OutlierEjection,
+    ProbeResult, Reason, ReportedHealth, RequestOutcome,
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;
-pub use uri::probe_uri;
+pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

@@ -4,6 +4,7 @@
 //! probe round.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::table::Counter;
 use super::Engine;
@@ -30,7 +31,7 @@ pub struct BestEndpoints {
 /// is available.
 #[cold]
 fn nothing_to_pick(snapshot: &ClusterSnapshot, cluster: &str) -> PickError {
-    if snapshot.waiting.discovery && snapshot.members.is_empty() {
+    if snapshot.discovery_pending && snapshot.members.is_empty() {
         PickError::DiscoveryPending {
             cluster: cluster.to_string(),
         }
@@ -139,45 +140,80 @@ impl Engine {
             .ok_or_else(|| unknown(cluster))?;
         let settings = &snapshot.settings;
         let group =
-            best_group_excluding(&settings.available_context(), &snapshot.available, exclude);
+            best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
         let prepared = settings.policies.load_balancing.policy.prepare(&group);
         let counter = Counter::Shared(&snapshot.counter);
         self.choose(&snapshot, &group, &prepared, &counter, cluster)
     }
 
-    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
-    /// checks waits for its first probe round (at most the probe timeout) instead of sending the
-    /// first request blind (SPEC §6). Once that round finished it never waits.
+    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first picks of a cluster with active
+    /// checks wait for its warm-up instead of sending the first request blind (SPEC §6, §14.1),
+    /// at most the probe timeout. The warm-up ends as soon as the best tier that can still
+    /// answer has a destination with a successful probe (tiers whose every first probe failed
+    /// are skipped), or every first probe finished; a probe that hangs does not hold it. Picks
+    /// made before every first probe finished prefer destinations already probed successfully.
+    /// Once the warm-up is over it never waits.
     ///
     /// # Errors
     /// As [`pick_endpoint`](Self::pick_endpoint).
     pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        self.pick_endpoint_ready_within(cluster, Duration::MAX)
+            .await
+    }
+
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready) for a request with a timeout of its
+    /// own: the warm-up wait lasts at most `max_wait` (and at most the probe timeout), so a
+    /// request never waits for probes longer than it may take in all. With `max_wait` zero it
+    /// never waits, and picks as well as the probes finished so far allow.
+    ///
+    /// ```
+    /// # async fn run(engine: healthpick::Engine) -> Result<(), healthpick::PickError> {
+    /// use std::time::Duration;
+    ///
+    /// // A request with a 2 s timeout: at most 2 s of it go to the warm-up.
+    /// let pick = engine.pick_endpoint_ready_within("payments", Duration::from_secs(2)).await?;
+    /// # drop(pick); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub async fn pick_endpoint_ready_within(
+        &self,
+        cluster: &str,
+        max_wait: Duration,
+    ) -> Result<PickHandle, PickError> {
         // The usual case: one snapshot load, then the pick itself.
         if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
             return pick;
         }
-        // The cluster's first probe round is running: wait for it, at most the probe timeout.
+        // The cluster's warm-up is running: wait for it, at most the probe timeout.
         if let Some(runtime) = self.core.table().get(cluster).cloned() {
             let timeout = runtime.cell.load().settings.probing.map(|p| p.timeout);
             if let Some(timeout) = timeout {
-                let mut first_round = runtime.first_round.subscribe();
-                let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
+                let mut warmed = runtime.warmed.subscribe();
+                drop(runtime);
+                let wait = timeout.min(max_wait);
+                if !wait.is_zero() {
+                    // `Duration::MAX` cannot be added to an instant: bound it by the timeout.
+                    let _ = tokio::time::timeout(wait, warmed.wait_for(|done| *done)).await;
+                }
             }
         }
         self.pick_endpoint(cluster)
     }
 
     /// [`pick_endpoint`](Self::pick_endpoint) when no warm-up wait is due (the usual case);
-    /// `None` when the cluster's first probe round is still running and the caller should await
-    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready). Lets callers keep the waiting future
-    /// out of their own state.
+    /// `None` when the cluster's warm-up is still running and the caller should await
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready) or
+    /// [`pick_endpoint_ready_within`](Self::pick_endpoint_ready_within). Lets callers keep the
+    /// waiting future out of their own state.
     #[inline]
     pub(crate) fn pick_endpoint_if_ready(
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
         self.core.with_snapshot(cluster, |picking| match picking {
-            Some((snapshot, _)) if snapshot.waiting.first_round => None,
+            Some((snapshot, _)) if snapshot.warming => None,
             Some((snapshot, counter)) => Some(self.choose(
                 snapshot,
                 &snapshot.best,
@@ -189,10 +225,11 @@ impl Engine {
         })
     }
 
-    /// Resolves once every cluster with active checks has finished its first probe round (as
-    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them) and every registered
-    /// discovery source has answered once or used up its first-answer wait (SPEC §13). Clusters
-    /// without active checks or sources are ready at once.
+    /// Resolves once every cluster with active checks has finished its first probes (every
+    /// destination has had a result — success, failure or timeout — as the
+    /// [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them, or a whole round was
+    /// reported) and every registered discovery source has answered once or used up its
+    /// first-answer wait (SPEC §13). Clusters without active checks or sources are ready at once.
     pub async fn ready(&self) {
         let table = self.core.table();
         let rounds: Vec<_> = table
@@ -221,7 +258,8 @@ impl Engine {
         }
     }
 
-    /// Whether a probe round of `cluster` has finished (false for unknown clusters).
+    /// Whether `cluster` has finished its first probes (see [`ready`](Self::ready); false for
+    /// unknown clusters).
     pub fn first_round_done(&self, cluster: &str) -> bool {
         self.core
             .table()
