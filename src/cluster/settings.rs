@@ -22,6 +22,9 @@ pub(crate) struct ClusterSettings {
     pub reactivation_period: Duration,
     /// Probe interval and timeout, when active checks are on.
     pub probing: Option<Probing>,
+    /// How long one attempt of a request to the cluster may take, when the cluster sets it
+    /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
+    pub activity_timeout: Option<Duration>,
 }
 
 /// When and how long to probe.
@@ -47,6 +50,7 @@ impl ClusterSettings {
                 interval: config.effective_interval(&options),
                 timeout: config.effective_timeout(&options),
             }),
+            activity_timeout: config.activity_timeout_setting(),
             config: Arc::new(config.clone()),
             policies,
             options,

@@ -353,6 +353,9 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     }
     if let Some(request) = r.object(body, "", "HttpRequest") {
         cluster.http_version = r.text(request, "HttpRequest", "Version");
+        // Always in force: a client applies it whenever the cluster is called.
+        cluster.activity_timeout =
+            r.positive_duration(request, "HttpRequest", "ActivityTimeout", true);
     }
     // Duplicate destination ids are reported by validation, which names the cluster.
     let destinations = match body.get("Destinations") {
