@@ -181,7 +181,8 @@ pub mod simulate;
 pub mod table;
 
 pub use client::{
-    AttemptFailure, ClientError, HealthAwareClient, RequestBuilder, Response, RetryPolicy,
+    AttemptError, AttemptFailure, ClientError, HealthAwareClient, HealthAwareClientBuilder,
+    HedgeDelay, Hedging, RequestBuilder, Response, RetryPolicy, RetryStatuses, Timeouts,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};

@@ -200,7 +200,9 @@ fn watch_removal(engine: &Engine, id: &'static str) -> Arc<Mutex<Option<Instant>
 /// counting listener takes over its port (it reads each request head, then closes without an
 /// answer), so every attempt still routed to `t0-a` is seen. No caller sees an error; once
 /// `t0-a` left the available set no request reaches it (only probes do), the tier-1 backends
-/// never serve anything (strict failover within tier 0), and status shows `t0-a` unavailable.
+/// serve only the retries of calls whose attempt on `t0-a` failed after connecting (such a
+/// failure makes a call leave its tier: it may be a dead tier's stale connection), never a
+/// first attempt and nothing after detection, and status shows `t0-a` unavailable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_once_detected() {
     init_tracing();
@@ -282,12 +284,27 @@ async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_
             .all(|a| a.destination != "t0-a" || a.at < detected),
         "an answer came from t0-a after detection"
     );
-    let by_tier1 = answers
+    // A failure after connecting (the listener reads the request, then closes) makes a call
+    // leave its tier: the retries of calls that hit t0-a before its detection go to tier 1, and
+    // nothing else does.
+    let by_tier1: Vec<_> = answers
         .iter()
         .filter(|a| a.destination.starts_with("t1"))
-        .count();
-    assert_eq!(by_tier1, 0, "tier 1 got traffic while tier 0 had capacity");
-    assert_eq!(backends[3].served() + backends[4].served(), 0);
+        .collect();
+    assert!(
+        by_tier1.len() <= failed_attempts.len(),
+        "tier 1 answered {} calls, more than the {} that failed on t0-a",
+        by_tier1.len(),
+        failed_attempts.len()
+    );
+    assert!(
+        by_tier1.iter().all(|a| a.at <= detected + margin),
+        "tier 1 got traffic after t0-a was detected, while tier 0 had capacity"
+    );
+    assert_eq!(
+        backends[3].served() + backends[4].served(),
+        by_tier1.len() as u64
+    );
 
     let status = destination(&engine, "c", "t0-a");
     assert!(!status.available, "{status:?}");
@@ -310,8 +327,8 @@ async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_
 ///
 /// The client has the default [`RetryPolicy`]: until the outage is detected a call may find all
 /// three tier-0 destinations refusing connections before it reaches tier 1; those connect
-/// failures are requeued (they do not use up the three attempts), and their retries fit in the
-/// default budget because health checks eject the dead destinations after a few dozen calls.
+/// failures are requeued (they do not use up the three attempts), and their budget tokens come
+/// back once the call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
     init_tracing();
@@ -649,12 +666,15 @@ async fn without_requeueing_connect_failures_use_up_attempts() {
     assert_eq!(response.destination().id(), "x-echo");
 }
 
-/// Requeues take tokens from the retry budget like any retry, so a full outage cannot multiply
-/// load: with a reserve of 10 retries (and none earned from requests), two calls spend four
-/// requeues each to get past four dead destinations, the third runs dry after two (its error
-/// lists the three destinations it tried), and the fourth gets no retry at all.
+/// Requeues take tokens from the retry budget, and a call that is answered in the end gives
+/// them back (stepping over destinations that refused a connection cost nobody anything), so a
+/// young client gets past dead destinations however many calls it makes; in an outage of every
+/// destination the tokens stay spent and the budget stops the requeues. With a reserve of 10
+/// retries (and none earned from requests): 20 calls each step over four dead destinations to
+/// the live one; then, the live one gone, three calls spend three requeues each (each names
+/// every destination), the fourth runs dry after one, and the fifth gets no retry at all.
 #[tokio::test]
-async fn retry_budget_stops_requeueing() {
+async fn retry_budget_stops_requeueing_only_when_requeues_do_not_help() {
     let (_ports, mut list) = closed_ports(4);
     let echo = EchoServer::start("x-echo").await;
     list.push(("x-echo".into(), echo.url()));
@@ -665,30 +685,42 @@ async fn retry_budget_stops_requeueing() {
         budget_window: Duration::from_secs(10), // a reserve of 1 × 10 s
         ..RetryPolicy::default()
     };
-    let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
-    for _ in 0..2 {
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
+    for _ in 0..20 {
         let response = client
             .get("c", "/api/orders")
             .send()
             .await
-            .expect("requeued");
+            .expect("requeued, and the tokens given back");
         assert_eq!(response.destination().id(), "x-echo");
+        assert_eq!(response.failed_attempts().len(), 4);
+    }
+    assert_eq!(echo.served(), 20);
+
+    engine
+        .load_json(&ordered_config(&tier0(&list[..4]), ""))
+        .expect("the live destination leaves");
+    for _ in 0..3 {
+        let err = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect_err("all dead");
+        assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead", "d-dead"]);
     }
     let err = client
         .get("c", "/api/orders")
         .send()
         .await
         .expect_err("the budget runs out");
-    assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead"]);
+    assert_eq!(tried(&err), ["a-dead", "b-dead"]);
     assert!(err.attempts().iter().all(|a| a.error.is_connect()));
-    assert!(err.to_string().contains("c-dead"), "{err}");
     let err = client
         .get("c", "/api/orders")
         .send()
         .await
         .expect_err("no budget left");
     assert_eq!(tried(&err), ["a-dead"]);
-    assert_eq!(echo.served(), 2);
 }
 
 /// A POST that is not marked retryable is sent once even when the connection was refused (the
@@ -1205,7 +1237,7 @@ async fn retry_policy_with_a_short_budget_window_does_not_panic() {
 #[cfg(feature = "middleware")]
 mod middleware {
     use super::*;
-    use healthpick::middleware::{HealthPickMiddleware, Retryable};
+    use healthpick::middleware::{client_error, HealthPickMiddleware, Retryable};
     use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
     fn client(engine: &Engine) -> ClientWithMiddleware {
@@ -1297,10 +1329,9 @@ mod middleware {
             .send()
             .await
             .expect_err("not retried");
-        assert!(
-            !err.is_middleware(),
-            "the transport error comes back: {err:?}"
-        );
+        let typed = client_error(&err).expect("healthpick's error");
+        assert_eq!(tried(typed), ["a-reset"]);
+        assert!(typed.reqwest_error().is_some(), "{typed:?}");
         assert_eq!((reset.accepts(), echo.served()), (1, 0));
 
         let response = client
@@ -1368,8 +1399,10 @@ mod middleware {
             .send()
             .await
             .expect_err("an unmarked POST is not requeued");
-        assert!(err.is_connect(), "{err:?}");
-        assert_eq!(echo.served(), 1, "sent once, to a-dead only");
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_connect(), "{typed:?}");
+        assert_eq!(tried(typed), ["a-dead"], "sent once, to a-dead only");
+        assert_eq!(echo.served(), 1);
         let response = client
             .post("http://c/api/orders")
             .body("two")
@@ -1392,20 +1425,23 @@ mod middleware {
         let err = text(&strict, "http://c/api/orders")
             .await
             .expect_err("three refused attempts");
-        assert!(err.is_connect(), "{err:?}");
-        assert!(
-            err.url()
-                .is_some_and(|u| u.as_str() == format!("{}api/orders", list[2].1)),
-            "the third attempt, on c-dead, is the last: {err:?}"
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_connect(), "{typed:?}");
+        assert_eq!(tried(typed), ["a-dead", "b-dead", "c-dead"]);
+        assert_eq!(
+            typed.attempts()[2].url.as_str(),
+            format!("{}api/orders", list[2].1),
+            "the third attempt, on c-dead, is the last"
         );
         assert_eq!(echo.served(), 2);
     }
 
-    /// When every destination was tried and failed, the caller gets the transport error of the
-    /// last attempt, as from the wrapped client, not "no available destinations" (which says
-    /// nothing was sent).
+    /// When every destination was tried and failed, the caller gets healthpick's error naming
+    /// every attempt (with the reqwest error of each), as from the wrapped client, and not "no
+    /// available destinations" (which says nothing was sent). It is a `Middleware` error, which
+    /// reqwest-retry's default strategy does not retry: the failover already did.
     #[tokio::test]
-    async fn exhausted_failover_returns_the_transport_error() {
+    async fn exhausted_failover_returns_every_attempt() {
         let reset = RawServer::start(Mode::Reset).await;
         let engine = Engine::from_json(&ordered_config(&[("only", reset.url(), 0)], "")).unwrap();
         let client = client(&engine);
@@ -1415,17 +1451,15 @@ mod middleware {
             .await
             .expect_err("the only destination resets");
         assert_eq!(reset.accepts(), 1);
-        if let reqwest_middleware::Error::Middleware(inner) = &err {
-            let typed = inner.downcast_ref::<ClientError>();
-            assert!(
-                !typed.is_some_and(ClientError::is_no_available_destinations),
-                "a request was sent and failed, yet the error says no destination was \
-                 available: {err}"
-            );
-        }
+        assert!(err.is_middleware(), "{err:?}");
+        let typed = client_error(&err).expect("the error is a ClientError");
+        assert!(!typed.is_no_available_destinations(), "{typed}");
         assert!(
-            matches!(err, reqwest_middleware::Error::Reqwest(_)),
-            "{err:?}"
+            matches!(typed, ClientError::Request { cluster, .. } if cluster == "c"),
+            "{typed:?}"
         );
+        assert_eq!(tried(typed), ["only"]);
+        assert!(typed.reqwest_error().is_some(), "{typed:?}");
+        assert!(err.to_string().contains("only"), "{err}");
     }
 }
