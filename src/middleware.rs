@@ -53,6 +53,9 @@ use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
 use crate::uri::request_url;
 
+/// How much later than an attempt's deadline reqwest's own timeout of the attempt fires.
+const BODY_SLACK: Duration = Duration::from_millis(5);
+
 /// Marks a request as safe to retry even though its method is not idempotent: insert it into
 /// the request's extensions (`.with_extension(Retryable)`).
 #[derive(Debug, Clone, Copy)]
@@ -300,10 +303,12 @@ impl Middleware for HealthPickMiddleware {
                 {
                     request.headers_mut().insert(HOST, value);
                 }
-                // reqwest's own timeout bounds reading the body, which the middleware never sees.
+                // reqwest's own timeout bounds reading the body, which the middleware never
+                // sees. It is set a moment past the deadline, so that an attempt with no
+                // response by then is the driver's timeout (with how long it had), not reqwest's.
                 if let Some(deadline) = deadline {
                     *request.timeout_mut() =
-                        Some(deadline.saturating_duration_since(Instant::now()));
+                        Some(deadline.saturating_duration_since(Instant::now()) + BODY_SLACK);
                 }
                 request
             });

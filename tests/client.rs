@@ -2153,7 +2153,9 @@ fn child_backend_process() {
 #[cfg(feature = "middleware")]
 mod middleware {
     use super::*;
-    use healthpick::middleware::{client_error, HealthPickMiddleware, Retryable};
+    use healthpick::middleware::{
+        client_error, CallTimeout, HealthPickMiddleware, NoHedging, Retryable,
+    };
     use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
     fn client(engine: &Engine) -> ClientWithMiddleware {
@@ -2377,5 +2379,389 @@ mod middleware {
         assert_eq!(tried(typed), ["only"]);
         assert!(typed.reqwest_error().is_some(), "{typed:?}");
         assert!(err.to_string().contains("only"), "{err}");
+    }
+
+    /// Whether `err` is healthpick's error for a call whose last attempt timed out; how long
+    /// it had, when healthpick's own timer ended it.
+    fn middleware_timeout(err: &reqwest_middleware::Error) -> Duration {
+        let typed = client_error(err).unwrap_or_else(|| panic!("not healthpick's: {err:?}"));
+        assert!(typed.is_timeout(), "{typed}");
+        match &typed.attempts().last().expect("an attempt").error {
+            AttemptError::TimedOut(had) => *had,
+            other => panic!("not healthpick's timeout: {other:?}"),
+        }
+    }
+
+    /// The middleware with its defaults gives the same guarantee as the client: a frozen
+    /// destination holds no caller longer than the default attempt timeout plus a margin,
+    /// retryable calls fail over, a POST is not retried, passive checks see the timeouts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_frozen_destination_holds_callers_of_the_default_middleware_one_attempt_timeout() {
+        let frozen = RawServer::start(Mode::Hang).await;
+        let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+        let engine = Engine::from_json(&frozen_config(&frozen, &b, &c)).expect("config");
+        let client = client(&engine);
+        let started = Instant::now();
+        let mut calls = JoinSet::new();
+        for _ in 0..6 {
+            let client = client.clone();
+            calls.spawn(async move {
+                let body = text(&client, "http://c/api/orders").await;
+                (Instant::now(), body)
+            });
+        }
+        let post = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let result = client.post("http://c/api/orders").body("x").send().await;
+                (Instant::now(), result.map(|r| r.status()))
+            })
+        };
+        let bound = Timeouts::DEFAULT_ATTEMPT + Duration::from_secs(5);
+        let results = tokio::time::timeout(bound + Duration::from_secs(5), async {
+            let mut out = Vec::new();
+            while let Some(done) = calls.join_next().await {
+                out.push(done.expect("caller task"));
+            }
+            out
+        })
+        .await
+        .expect("callers still waiting well past the attempt timeout");
+        for (at, body) in results {
+            let seen: serde_json::Value =
+                serde_json::from_str(&body.expect("failed over")).expect("echo");
+            assert_eq!(seen["server"], "b");
+            assert!(at - started <= bound, "a caller waited {:?}", at - started);
+        }
+        let (at, post) = post.await.expect("post task");
+        let err = post.expect_err("a POST is not retried");
+        assert!(at - started <= bound);
+        assert_eq!(middleware_timeout(&err), Timeouts::DEFAULT_ATTEMPT);
+        assert_eq!(tried(client_error(&err).unwrap()), ["a-frozen"]);
+        assert_eq!(b.served() + c.served(), 6);
+        let status = destination(&engine, "c", "a-frozen");
+        assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+        assert_eq!(status.in_flight, 0);
+    }
+
+    /// Timeouts through the middleware, most specific first: reqwest's own per-request
+    /// `timeout`, then the cluster's `HttpRequest:ActivityTimeout`, then the middleware's; the
+    /// `CallTimeout` extension bounds the whole call. A body that stalls after the headers is cut
+    /// by reqwest's timeout, which the middleware sets from the attempt's deadline.
+    #[tokio::test]
+    async fn timeouts_through_the_middleware() {
+        let (h1, h2) = (
+            RawServer::start(Mode::Hang).await,
+            RawServer::start(Mode::Hang).await,
+        );
+        let stalling = RawServer::start(Mode::StallBody).await;
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{
+            "plain": {{ "Destinations": {{ "p": {{ "Address": "{}" }} }} }},
+            "stall": {{ "Destinations": {{ "s": {{ "Address": "{}" }} }} }},
+            "slow": {{ "HttpRequest": {{ "ActivityTimeout": "00:00:00.2" }},
+                       "Destinations": {{ "s": {{ "Address": "{}" }} }} }} }} }}"#,
+            h1.url(),
+            stalling.url(),
+            h2.url()
+        ))
+        .expect("config");
+        let client = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine)
+                    .timeouts(Timeouts {
+                        attempt: Some(ms(400)),
+                        call: Some(Duration::from_secs(5)),
+                    })
+                    .build(),
+            )
+            .build();
+        let err = client.get("http://plain/x").send().await.unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(400), "the middleware's");
+        let err = client.get("http://slow/x").send().await.unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(200), "the cluster's");
+        let err = client
+            .get("http://slow/x")
+            .timeout(ms(100))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(100), "the request's");
+        let err = client
+            .get("http://plain/x")
+            .with_extension(CallTimeout(ms(150)))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(150), "the call's");
+
+        let started = Instant::now();
+        let response = client.get("http://stall/x").send().await.expect("headers");
+        let err = response.text().await.expect_err("the body stalls");
+        assert!(err.is_timeout(), "{err:?}");
+        let took = started.elapsed();
+        assert!(took >= ms(390) && took < ms(2000), "{took:?}");
+    }
+
+    /// As with the client: no 503 of one destination in three reaches callers of retryable
+    /// requests through the middleware; non-retryable POSTs that land there get it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_503_from_one_of_three_never_reaches_retryable_callers_through_the_middleware() {
+        let bad = RawServer::start(Mode::Status(503)).await;
+        let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&[
+                ("a-503", bad.url(), 0),
+                ("b", b.url(), 0),
+                ("c", c.url(), 0)
+            ])
+        ))
+        .expect("config");
+        let client = client(&engine);
+        for _ in 0..120 {
+            let response = client
+                .get("http://c/api/orders")
+                .send()
+                .await
+                .expect("answered");
+            assert_eq!(response.status(), 200);
+        }
+        let gets = bad.hits().iter().filter(|h| h.method == "GET").count();
+        assert!(gets > 0, "no call landed on a-503: the test proves nothing");
+        assert_eq!(b.served() + c.served(), 120);
+        let mut got_503 = 0;
+        for _ in 0..60 {
+            let response = client
+                .post("http://c/api/orders")
+                .body("x")
+                .send()
+                .await
+                .expect("answered");
+            got_503 += usize::from(response.status() == 503);
+        }
+        assert!(got_503 > 0, "no POST landed on a-503");
+        let posts = bad.hits().iter().filter(|h| h.method == "POST").count();
+        assert_eq!(posts, got_503, "POSTs are not retried");
+        assert_eq!(b.served() + c.served(), 120 + 60 - got_503 as u64);
+        assert_eq!(destination(&engine, "c", "a-503").in_flight, 0);
+    }
+
+    /// Tier 0 as three child processes killed 2 s after the first request, through the
+    /// middleware: no caller sees an error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn killing_every_tier0_process_costs_no_error_through_the_middleware() {
+        let mut tier0: Vec<ChildBackend> = ["t0-a", "t0-b", "t0-c"]
+            .into_iter()
+            .map(ChildBackend::start)
+            .collect();
+        let tier1 = [
+            Backend::start("t1-a").await.expect("backend"),
+            Backend::start("t1-b").await.expect("backend"),
+        ];
+        let mut list: Vec<_> = ["t0-a", "t0-b", "t0-c"]
+            .iter()
+            .zip(&tier0)
+            .map(|(id, c)| (*id, c.url().to_string(), 0))
+            .collect();
+        list.extend([("t1-a", tier1[0].url(), 1), ("t1-b", tier1[1].url(), 1)]);
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&list)
+        ))
+        .expect("config");
+        let client = client(&engine);
+        let load = Load::start_with(8, usize::MAX, move || {
+            let client = client.clone();
+            async move {
+                let body = text(&client, "http://c/api/orders")
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                Ok(Answer {
+                    at: Instant::now(),
+                    destination: body,
+                })
+            }
+        });
+        load.wait_for_more(1).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let killing = Instant::now();
+        for child in &mut tier0 {
+            child.kill();
+        }
+        let killed_at = Instant::now();
+        load.wait_for_more(1000).await;
+        load.stop();
+        let (answers, errors) = load.finish().await;
+        assert!(
+            errors.is_empty(),
+            "{} caller-visible errors among {} calls, the first: {:?}",
+            errors.len(),
+            errors.len() + answers.len(),
+            errors.first()
+        );
+        assert!(answers
+            .iter()
+            .filter(|a| a.at < killing)
+            .all(|a| a.destination.starts_with("t0")));
+        let after: Vec<_> = answers
+            .iter()
+            .filter(|a| a.at > killed_at + ms(100))
+            .collect();
+        assert!(after.len() >= 500, "{}", after.len());
+        assert!(after.iter().all(|a| a.destination.starts_with("t1")));
+    }
+
+    /// Everything dead, through the middleware: calls fail fast with healthpick's error naming
+    /// the destinations tried (all five for the first calls), within the same budget bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_destination_dead_through_the_middleware_stays_within_the_budget() {
+        let names = ["t0-a", "t0-b", "t1-a", "t1-b", "t2-a"];
+        let mut children: Vec<ChildBackend> = names.into_iter().map(ChildBackend::start).collect();
+        let list: Vec<_> = names
+            .iter()
+            .zip(&children)
+            .map(|(id, c)| (*id, c.url().to_string(), (id.as_bytes()[1] - b'0') as u32))
+            .collect();
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&list)
+        ))
+        .expect("config");
+        let client = client(&engine);
+        const WARM: usize = 20;
+        for _ in 0..WARM {
+            text(&client, "http://c/api/orders").await.expect("alive");
+        }
+        for child in &mut children {
+            child.kill();
+        }
+        const CALLS: usize = 300;
+        let started = Instant::now();
+        let mut attempts = 0;
+        for i in 0..CALLS {
+            let err = text(&client, "http://c/api/orders")
+                .await
+                .expect_err("everything is dead");
+            let typed = client_error(&err).expect("healthpick's error");
+            assert!(
+                typed.attempts().iter().all(|a| a.error.is_connect()),
+                "{typed}"
+            );
+            if i == 0 {
+                let tried = tried(typed);
+                let tiers: Vec<u8> = tried.iter().map(|id| id.as_bytes()[1]).collect();
+                assert_eq!(
+                    tiers, b"00112",
+                    "every destination, in tier order: {tried:?}"
+                );
+            }
+            attempts += typed.attempts().len();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let extra = attempts - CALLS;
+        let bound = 100 + (WARM + CALLS) / 5 + 1;
+        assert!(extra <= bound, "{extra} extra attempts, bound {bound}");
+        assert!(extra >= 100, "the budget's reserve was not used: {extra}");
+    }
+
+    /// Hedging through the middleware, set on the middleware or per request (the `Hedging`
+    /// extension; `NoHedging` turns it off): a slow destination's calls are answered by the
+    /// other, and the lost attempt is cancelled, not failed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hedging_through_the_middleware() {
+        let slow = EchoServer::start("a-slow").await;
+        slow.set_delay(Duration::from_secs(5));
+        let fast = EchoServer::start("b-fast").await;
+        let engine = Engine::from_json(&format!(
+            r#"{{
+            "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+            "Clusters": {{ "c": {{
+                "LoadBalancingPolicy": "FirstAlphabetical",
+                "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+                "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&[("a-slow", slow.url(), 0), ("b-fast", fast.url(), 0)])
+        ))
+        .expect("config");
+        let hedged = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine.clone())
+                    .hedging(Hedging::after(ms(50)).max_share(1.0))
+                    .build(),
+            )
+            .build();
+        let plain = client(&engine);
+        for i in 0..10 {
+            let body = text(&hedged, "http://c/x").await.expect("hedged");
+            let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(seen["server"], "b-fast", "call {i}");
+            let body = plain
+                .get("http://c/x")
+                .with_extension(Hedging::after(ms(50)).max_share(1.0))
+                .send()
+                .await
+                .expect("hedged per request")
+                .text()
+                .await
+                .unwrap();
+            let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(seen["server"], "b-fast", "call {i}");
+        }
+        assert_eq!((slow.served(), fast.served()), (20, 20));
+        let status = destination(&engine, "c", "a-slow");
+        assert_eq!(status.passive, HealthState::Healthy, "{status:?}");
+        assert_eq!(status.in_flight, 0);
+        let response = hedged
+            .get("http://c/x")
+            .with_extension(NoHedging)
+            .timeout(ms(200))
+            .send()
+            .await
+            .expect("failed over after the timeout");
+        assert_eq!(response.status(), 200);
+        assert_eq!(fast.served(), 21);
+        assert_eq!(slow.served(), 21);
+    }
+
+    /// With strict routing, a host that looks like a cluster id but names none is an error
+    /// (nothing is sent, no DNS lookup); hosts with dots, IP addresses and `localhost` pass
+    /// through, and clusters are routed as ever.
+    #[tokio::test]
+    async fn strict_routing_refuses_unknown_cluster_like_hosts() {
+        let inside = Backend::start("inside").await.expect("backend");
+        let outside = Backend::start("outside").await.expect("backend");
+        let engine =
+            Engine::from_json(&ordered_config(&[("inside", inside.url(), 0)], "")).unwrap();
+        let strict = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine)
+                    .strict_routing(true)
+                    .build(),
+            )
+            .build();
+        let err = text(&strict, "http://paymnts/api/orders")
+            .await
+            .expect_err("not a cluster");
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_unknown_cluster(), "{typed:?}");
+        assert_eq!(typed.cluster(), Some("paymnts"));
+        assert_eq!(text(&strict, "http://c/x").await.unwrap(), "inside");
+        assert_eq!(
+            text(&strict, &format!("{}x", outside.url())).await.unwrap(),
+            "outside"
+        );
+        let port = addr_of(&outside.url()).port();
+        assert_eq!(
+            text(&strict, &format!("http://localhost:{port}/x"))
+                .await
+                .unwrap(),
+            "outside"
+        );
+        assert_eq!((inside.served(), outside.served()), (1, 2));
+        let closed = ClosedPort::reserve();
+        let err = text(&strict, &format!("{}x", closed.url()))
+            .await
+            .expect_err("refused, not routed");
+        assert!(client_error(&err).is_none() && err.is_connect(), "{err:?}");
     }
 }
