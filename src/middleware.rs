@@ -278,7 +278,7 @@ impl Middleware for HealthPickMiddleware {
             call_timeout: extensions.get::<CallTimeout>().map(|t| t.0),
             hedging,
         };
-        let (failover, pick) = Failover::start(&self.engine, &self.calls, &cluster, options)
+        let (mut failover, pick) = Failover::start(&self.engine, &self.calls, &cluster, options)
             .await
             .map_err(|e| middleware_error(ClientError::from(e)))?;
         // Each attempt runs with its own copy of the caller's extensions; the answer's come
@@ -322,7 +322,7 @@ impl Middleware for HealthPickMiddleware {
                 Ok::<Answered, reqwest_middleware::Error>((response, attempt_extensions))
             }
         };
-        match drive(failover, pick, &mut send).await {
+        match drive(&mut failover, pick, &mut send).await {
             End::Answered(answer, _) => {
                 let (response, answer_extensions) = answer.response;
                 *extensions = answer_extensions;

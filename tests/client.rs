@@ -1447,6 +1447,38 @@ async fn the_call_timeout_bounds_every_attempt_together() {
     assert_eq!(hangs.iter().map(RawServer::accepts).sum::<u64>(), 1);
 }
 
+/// The first pick of a cluster with active checks waits for its first probe round, but never
+/// longer than the call may take: with probes that hang (probe timeout 5 s) a call with a
+/// 300 ms call timeout is over well before the probes are, with its attempt timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
+    let hang = RawServer::start(Mode::Hang).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Active": {{ "Enabled": true, "Interval": "00:01:00",
+                                           "Timeout": "00:00:05", "Path": "/health" }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("only", hang.url(), 0)])
+    ))
+    .expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let started = Instant::now();
+    let err = client
+        .get("c", "/x")
+        .call_timeout(ms(300))
+        .send()
+        .await
+        .expect_err("nothing answers");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "waited {took:?}");
+    assert!(err.is_timeout(), "{err}");
+    assert!(
+        !engine.first_round_done("c"),
+        "the probes are still running"
+    );
+}
+
 /// Reading a body is bounded by the attempt's deadline too: a server that sends the headers
 /// and then stalls gives a `BodyTimedOut` error, and passive checks count it as a transport
 /// failure.
@@ -2143,7 +2175,8 @@ fn child_backend_process() {
         child.signal("CONT");
         assert_eq!(get().await.expect("answers again"), "kid");
         child.kill();
-        let err = get().await.expect_err("killed");
+        // A fresh client: the old one's pooled connection would fail as closed, not refused.
+        let err = http_client().get(&url).send().await.expect_err("killed");
         assert!(err.is_connect(), "{err:?}");
     });
 }

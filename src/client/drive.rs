@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::error::Elapsed;
 use tokio::time::{Instant, Sleep};
 
 use super::failover::{Attempt, Failover};
@@ -64,6 +63,70 @@ pub(crate) struct Answer<R> {
     pub reported: bool,
     /// When reading the rest of the response must be done by.
     pub deadline: Option<Instant>,
+    /// The attempt's timer, still registered for that deadline: reading the body goes on
+    /// with it instead of registering a new one (see [`CallTimer`]).
+    pub timer: Option<CallTimer>,
+}
+
+/// The one timer of a call: set for the first attempt's deadline, reset for each retry, and
+/// handed to the response for reading its body.
+///
+/// Registering a timer due before the runtime's next planned wake-up makes tokio wake its
+/// driver: a write to an eventfd and one more turn of the event loop, two system calls a call
+/// would pay whenever the runtime had gone to sleep with no earlier timer (measured with strace
+/// on the client bench: one `write` and one `epoll_wait` per sequential call). So a call keeps
+/// one timer for all its phases (boxed, to move into the response), and when the call is over
+/// the timer is not cancelled but kept, still registered, as this thread's spare: the next
+/// call on the thread resets it to its own deadline, which is later, and tokio has nothing to
+/// wake. A spare belongs to the runtime that made it and is only reused there.
+#[derive(Debug)]
+pub(crate) struct CallTimer {
+    /// `Some` until dropped.
+    sleep: Option<Pin<Box<Sleep>>>,
+    runtime: tokio::runtime::Id,
+}
+
+thread_local! {
+    /// The timer of this thread's last call, still registered for that call's deadline.
+    static SPARE: std::cell::Cell<Option<(tokio::runtime::Id, Pin<Box<Sleep>>)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+impl CallTimer {
+    /// A timer set for `deadline`: this thread's spare if it belongs to the current runtime,
+    /// else a new one.
+    pub fn new(deadline: Instant) -> CallTimer {
+        let runtime = tokio::runtime::Handle::current().id();
+        let sleep = match SPARE.try_with(std::cell::Cell::take).ok().flatten() {
+            Some((id, mut sleep)) if id == runtime => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            // A spare of another runtime is dropped (cancelled) here.
+            _ => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        CallTimer {
+            sleep: Some(sleep),
+            runtime,
+        }
+    }
+
+    /// The timer, to poll or reset.
+    pub fn sleep(&mut self) -> Pin<&mut Sleep> {
+        self.sleep
+            .as_mut()
+            .expect("a call timer holds its timer until dropped")
+            .as_mut()
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        if let Some(sleep) = self.sleep.take() {
+            // The spare it replaces, if any, is cancelled.
+            let _ = SPARE.try_with(|spare| spare.set(Some((self.runtime, sleep))));
+        }
+    }
 }
 
 /// How a call ended.
@@ -84,7 +147,7 @@ type Held<R> = Option<(Answer<R>, usize)>;
 /// on unseen also hands the deadline on); the future it returns must not borrow it, since a
 /// hedged call has two in flight.
 pub(crate) async fn drive<'x, R, E, F, S>(
-    mut failover: Failover<'_>,
+    failover: &mut Failover<'_>,
     mut pick: PickHandle,
     send: &mut S,
 ) -> End<R, E>
@@ -99,12 +162,22 @@ where
     }
     let mut failures = Vec::new();
     let mut held: Held<R> = None;
+    let mut timer: Option<CallTimer> = None;
     loop {
         let (started, deadline) = failover.attempt_deadline();
         let attempt = Attempt::new(pick);
         let future = send(attempt.destination(), deadline);
         let result = match deadline {
-            Some(at) => tokio::time::timeout_at(at, future).await,
+            Some(at) => {
+                let timer = match &mut timer {
+                    Some(timer) => {
+                        timer.sleep().reset(at);
+                        timer
+                    }
+                    None => timer.insert(CallTimer::new(at)),
+                };
+                race(future, timer.sleep()).await
+            }
             None => Ok(future.await),
         };
         let step = match result {
@@ -112,10 +185,12 @@ where
                 let status = response.status();
                 if !failover.retries_status(status) || response.retry_after() {
                     failover.answered();
-                    return End::Answered(answer(attempt, response, deadline), failures);
+                    let mut answer = answer(attempt, response, deadline);
+                    answer.timer = timer;
+                    return End::Answered(answer, failures);
                 }
                 on_status(
-                    &mut failover,
+                    failover,
                     attempt,
                     response,
                     status,
@@ -128,7 +203,7 @@ where
             Ok(Err(error)) => {
                 let kind = error.kind();
                 on_failure(
-                    &mut failover,
+                    failover,
                     attempt,
                     Why::Error(error),
                     kind,
@@ -137,7 +212,7 @@ where
                 )
             }
             Err(_) => on_timeout(
-                &mut failover,
+                failover,
                 attempt,
                 had(started, deadline),
                 false,
@@ -148,7 +223,7 @@ where
             Step::Next(next) => pick = next,
             Step::Answer(answer) => return End::Answered(answer, failures),
             // With one attempt at a time there is nothing to wait for.
-            Step::Wait | Step::Stop => return without_answer(&mut failover, held, failures),
+            Step::Wait | Step::Stop => return without_answer(failover, held, failures),
         }
     }
 }
@@ -172,6 +247,7 @@ fn answer<R>(attempt: Attempt, response: R, deadline: Option<Instant>) -> Answer
         pick: attempt.into_pick(),
         reported: false,
         deadline,
+        timer: None,
     }
 }
 
@@ -213,6 +289,7 @@ fn on_status<R, E>(
             pick,
             reported: true,
             deadline,
+            timer: None,
         },
         failures.len() - 1,
     ));
@@ -290,6 +367,35 @@ fn without_answer<R, E>(
 
 type Bounded<'f, R, E> = Pin<Box<dyn Future<Output = Result<Result<R, E>, Elapsed>> + Send + 'f>>;
 
+/// The deadline passed first.
+#[derive(Debug)]
+pub(crate) struct Elapsed;
+
+/// `future`, unless `deadline` passes first.
+pub(crate) async fn bounded<F: Future>(future: F, deadline: Instant) -> Result<F::Output, Elapsed> {
+    race(future, std::pin::pin!(tokio::time::sleep_until(deadline))).await
+}
+
+/// `future`, unless `timer` fires first. What `tokio::time::timeout` does, without its
+/// cooperative-budget bookkeeping on every poll; the timer is polled (and so registered) only
+/// once the future has returned `Pending`.
+pub(crate) async fn race<F: Future>(
+    future: F,
+    mut timer: Pin<&mut Sleep>,
+) -> Result<F::Output, Elapsed> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
 /// One attempt of a hedged call in flight.
 struct Running<'f, R, E> {
     attempt: Attempt,
@@ -313,7 +419,7 @@ where
     let attempt = Attempt::new(pick);
     let future = send(attempt.destination(), deadline);
     let future: Bounded<'x, R, E> = match deadline {
-        Some(at) => Box::pin(tokio::time::timeout_at(at, future)),
+        Some(at) => Box::pin(bounded(future, at)),
         None => Box::pin(async move { Ok(future.await) }),
     };
     Running {
@@ -333,7 +439,7 @@ enum Event<R, E> {
 /// The loop of a call that may hedge: at most two attempts in flight; the first answer wins and
 /// the other attempt is dropped, which reports it `Cancelled`.
 async fn drive_hedged<'x, R, E, F, S>(
-    mut failover: Failover<'_>,
+    failover: &mut Failover<'_>,
     pick: PickHandle,
     send: &mut S,
 ) -> End<R, E>
@@ -346,7 +452,7 @@ where
     let mut failures = Vec::new();
     let mut held: Held<R> = None;
     let mut slots: [Option<Running<'x, R, E>>; 2] = [None, None];
-    slots[0] = Some(launch(&mut failover, send, pick));
+    slots[0] = Some(launch(failover, send, pick));
     let mut hedge_timer: Option<Pin<Box<Sleep>>> = failover
         .hedge_delay()
         .map(|delay| Box::pin(tokio::time::sleep(delay)));
@@ -379,7 +485,7 @@ where
                 };
                 if let Some((free, running)) = busy {
                     if let Some(pick) = failover.hedge(&running) {
-                        slots[free] = Some(launch(&mut failover, send, pick));
+                        slots[free] = Some(launch(failover, send, pick));
                     }
                 }
                 continue;
@@ -404,7 +510,7 @@ where
                     );
                 }
                 on_status(
-                    &mut failover,
+                    failover,
                     running.attempt,
                     response,
                     status,
@@ -417,7 +523,7 @@ where
             Ok(Err(error)) => {
                 let kind = error.kind();
                 on_failure(
-                    &mut failover,
+                    failover,
                     running.attempt,
                     Why::Error(error),
                     kind,
@@ -426,7 +532,7 @@ where
                 )
             }
             Err(_) => on_timeout(
-                &mut failover,
+                failover,
                 running.attempt,
                 had(running.started, running.deadline),
                 other_in_flight,
@@ -435,7 +541,7 @@ where
         };
         match step {
             Step::Next(next) => {
-                slots[i] = Some(launch(&mut failover, send, next));
+                slots[i] = Some(launch(failover, send, next));
                 if !hedged && hedge_timer.is_none() {
                     hedge_timer = failover
                         .hedge_delay()
@@ -444,7 +550,7 @@ where
             }
             Step::Wait => {}
             Step::Answer(answer) => return End::Answered(answer, failures),
-            Step::Stop => return without_answer(&mut failover, held, failures),
+            Step::Stop => return without_answer(failover, held, failures),
         }
     }
 }

@@ -55,6 +55,21 @@ pub(crate) struct Failover<'a> {
     calls: &'a CallPolicy,
     cluster: &'a str,
     count: AttemptCount,
+    attempt_timeout: Option<Duration>,
+    /// When the call must be over.
+    deadline: Option<Instant>,
+    /// When the first attempt starts (its deadline is the first asked for).
+    first_start: Instant,
+    first_taken: bool,
+    hedging: Option<Hedging>,
+    /// What only a call that failed over or hedged needs, made on its first failure or hedge:
+    /// a call whose first attempt answers carries one pointer.
+    retry: Option<Box<RetryState>>,
+}
+
+/// The part of a call's way that only retries and hedges need.
+#[derive(Debug, Default)]
+struct RetryState {
     /// Destination ids tried so far, in order.
     tried: Vec<String>,
     /// Tiers the call left after a failure there (see `FailureKind::leaves_tier`).
@@ -63,12 +78,6 @@ pub(crate) struct Failover<'a> {
     refundable: u32,
     /// Whether the last failure was a connect failure.
     after_connect_failure: bool,
-    attempt_timeout: Option<Duration>,
-    /// When the call must be over.
-    deadline: Option<Instant>,
-    /// When the first attempt starts (taken by its deadline).
-    first_start: Option<Instant>,
-    hedging: Option<Hedging>,
     /// The cluster's budget, kept once a hedge needed it.
     budget: Option<Arc<ClusterBudget>>,
 }
@@ -113,18 +122,15 @@ impl<'a> Failover<'a> {
             calls,
             cluster,
             count: AttemptCount::new(&calls.budgets.policy, options.retryable),
-            tried: Vec::new(),
-            leave_tiers: Vec::new(),
-            refundable: 0,
-            after_connect_failure: false,
             attempt_timeout: options
                 .attempt_timeout
                 .or(cluster_timeout)
                 .or(calls.timeouts.attempt),
             deadline,
-            first_start: Some(first_start),
+            first_start,
+            first_taken: false,
             hedging,
-            budget: None,
+            retry: None,
         };
         Ok((failover, pick))
     }
@@ -133,7 +139,11 @@ impl<'a> Failover<'a> {
     /// the call's.
     #[inline]
     pub fn attempt_deadline(&mut self) -> (Instant, Option<Instant>) {
-        let start = self.first_start.take().unwrap_or_else(Instant::now);
+        let start = if std::mem::replace(&mut self.first_taken, true) {
+            Instant::now()
+        } else {
+            self.first_start
+        };
         let deadline = match (later(start, self.attempt_timeout), self.deadline) {
             (Some(attempt), Some(call)) => Some(attempt.min(call)),
             (attempt, call) => attempt.or(call),
@@ -161,24 +171,19 @@ impl<'a> Failover<'a> {
     #[inline(never)]
     pub fn failed(&mut self, destination: &Destination, kind: FailureKind) -> bool {
         let mut go_on = self.count.failed(kind);
-        self.remember(destination);
+        let state = self.retry.get_or_insert_with(Box::default);
+        state.remember(destination);
         if kind.leaves_tier() {
             let tier = destination.tier();
-            if !self.leave_tiers.contains(&tier) {
-                self.leave_tiers.push(tier);
+            if !state.leave_tiers.contains(&tier) {
+                state.leave_tiers.push(tier);
             }
         }
-        self.after_connect_failure = kind == FailureKind::Connect;
+        state.after_connect_failure = kind == FailureKind::Connect;
         let past_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
         go_on &= !past_deadline;
         tracing::debug!(target: "healthpick", cluster = %self.cluster, destination = %destination.id(), ?kind, retry = go_on, past_deadline, "attempt failed");
         go_on
-    }
-
-    fn remember(&mut self, destination: &Destination) {
-        if !self.tried.iter().any(|id| id == destination.id()) {
-            self.tried.push(destination.id().to_string());
-        }
     }
 
     /// The destination to try next, if an untried one is left and the budget allows a retry:
@@ -186,31 +191,29 @@ impl<'a> Failover<'a> {
     #[cold]
     #[inline(never)]
     pub fn next(&mut self) -> Option<PickHandle> {
+        let state = self.retry.get_or_insert_with(Box::default);
         // Pick before withdrawing, so that a call with no destination left spends no token.
         let next = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, &self.tried, &self.leave_tiers)
+            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
             .ok()?;
         if !self.calls.budgets.withdraw(self.cluster) {
             tracing::debug!(target: "healthpick", cluster = %self.cluster, "retry budget exhausted");
             return None;
         }
-        if self.after_connect_failure {
-            self.refundable += 1;
+        if state.after_connect_failure {
+            state.refundable += 1;
         }
         Some(next)
     }
 
-    fn cluster_budget(&mut self) -> &ClusterBudget {
+    fn cluster_budget(&mut self) -> Arc<ClusterBudget> {
         let (calls, cluster) = (self.calls, self.cluster);
-        self.budget
+        self.retry
+            .get_or_insert_with(Box::default)
+            .budget
             .get_or_insert_with(|| calls.budgets.budget(cluster))
-    }
-
-    fn latencies(&mut self) -> &Latencies {
-        self.cluster_budget()
-            .latencies
-            .get_or_init(|| Box::new(Latencies::new()))
+            .clone()
     }
 
     /// How long the call waits for an answer before it hedges, if it hedges: the fixed delay, or
@@ -218,7 +221,9 @@ impl<'a> Failover<'a> {
     pub fn hedge_delay(&mut self) -> Option<Duration> {
         match self.hedging?.delay() {
             HedgeDelay::After(delay) => Some(delay),
-            HedgeDelay::Percentile(p) => self.latencies().percentile(p, Instant::now()),
+            HedgeDelay::Percentile(p) => {
+                latencies(&self.cluster_budget()).percentile(p, Instant::now())
+            }
         }
     }
 
@@ -227,13 +232,14 @@ impl<'a> Failover<'a> {
     #[cold]
     #[inline(never)]
     pub fn hedge(&mut self, running: &Destination) -> Option<PickHandle> {
-        self.remember(running);
+        let budget = self.cluster_budget();
+        let state = self.retry.get_or_insert_with(Box::default);
+        state.remember(running);
         let pick = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, &self.tried, &self.leave_tiers)
+            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
             .ok()?;
         let cluster = self.cluster;
-        let budget = self.cluster_budget();
         if !budget.hedges.withdraw() {
             tracing::debug!(target: "healthpick", %cluster, "hedge cap reached");
             return None;
@@ -244,23 +250,26 @@ impl<'a> Failover<'a> {
             return None;
         }
         tracing::debug!(target: "healthpick", %cluster, slow = %running.id(), hedge = %pick.destination().id(), "hedging");
-        self.remember(pick.destination());
+        state.remember(pick.destination());
         Some(pick)
     }
 
     /// The call was answered: tokens of retries past connect failures go back to the budget.
     #[inline]
     pub fn answered(&mut self) {
-        if self.refundable > 0 {
+        if self.retry.is_some() {
             self.refund();
         }
     }
 
     #[cold]
     fn refund(&mut self) {
-        self.calls
-            .budgets
-            .refund(self.cluster, std::mem::take(&mut self.refundable));
+        if let Some(state) = &mut self.retry {
+            let tokens = std::mem::take(&mut state.refundable);
+            if tokens > 0 {
+                self.calls.budgets.refund(self.cluster, tokens);
+            }
+        }
     }
 
     /// Records the latency of the attempt that answered, for hedging at a percentile.
@@ -269,9 +278,22 @@ impl<'a> Failover<'a> {
             self.hedging.map(|h| h.delay()),
             Some(HedgeDelay::Percentile(_))
         ) {
-            self.latencies().record(latency, Instant::now());
+            latencies(&self.cluster_budget()).record(latency, Instant::now());
         }
     }
+}
+
+impl RetryState {
+    fn remember(&mut self, destination: &Destination) {
+        if !self.tried.iter().any(|id| id == destination.id()) {
+            self.tried.push(destination.id().to_string());
+        }
+    }
+}
+
+/// The cluster's recent latencies, made on first use.
+fn latencies(budget: &ClusterBudget) -> &Latencies {
+    budget.latencies.get_or_init(|| Box::new(Latencies::new()))
 }
 
 /// The first pick of a cluster whose first probe round is running: waits for it (at most the

@@ -190,7 +190,7 @@ impl RequestBuilder {
             call_timeout,
             hedging,
         };
-        let (failover, pick) =
+        let (mut failover, pick) =
             Failover::start(&inner.engine, &inner.calls, cluster, options).await?;
         let mut exchange = ClientExchange {
             http: &inner.http,
@@ -202,12 +202,13 @@ impl RequestBuilder {
         };
         let mut send =
             |destination: &Destination, _deadline: Option<Instant>| exchange.send(destination);
-        match drive(failover, pick, &mut send).await {
+        match drive(&mut failover, pick, &mut send).await {
             End::Answered(answer, failed) => Ok(Response::new(
                 answer.response,
                 answer.pick,
                 attempt_failures(failed, path),
                 answer.deadline,
+                answer.timer,
                 answer.reported,
             )),
             End::Failed(failed) => Err(ClientError::Request {

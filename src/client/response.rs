@@ -2,11 +2,15 @@
 //! or the response dropped, the outcome is reported then, and reading the body is bounded by the
 //! attempt's deadline.
 
+use std::future::Future;
+use std::task::Poll;
+
 use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
+use super::drive::{bounded, race, CallTimer, Elapsed};
 use super::error::{chain, AttemptFailure, ClientError};
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
@@ -27,6 +31,8 @@ pub struct Response {
     reported: bool,
     /// When the body must have been read.
     deadline: Option<Instant>,
+    /// The call's timer, registered for that deadline, when the call had one.
+    timer: Option<CallTimer>,
     /// Attempts of the same call that did not give this answer.
     failed_attempts: Vec<AttemptFailure>,
 }
@@ -39,6 +45,7 @@ impl Response {
         pick: PickHandle,
         failed_attempts: Vec<AttemptFailure>,
         deadline: Option<Instant>,
+        timer: Option<CallTimer>,
         reported: bool,
     ) -> Self {
         Response {
@@ -47,6 +54,7 @@ impl Response {
             pick,
             reported,
             deadline,
+            timer,
             failed_attempts,
         }
     }
@@ -141,21 +149,26 @@ impl Response {
         let Some(inner) = self.inner.take() else {
             return Ok(Bytes::new());
         };
-        let result = match self.deadline {
-            // Polled before the timer: a body already here registers no timer at all.
-            Some(deadline) => match tokio::time::timeout_at(deadline, inner.bytes()).await {
-                Ok(read) => read.map_err(|e| {
-                    ClientError::Body(format!("reading the body failed: {}", chain(&e)))
-                }),
-                Err(_) => Err(ClientError::BodyTimedOut {
-                    destination: self.pick.destination().id().to_string(),
-                }),
+        let mut read = std::pin::pin!(inner.bytes());
+        // A small body is usually here with the headers: then no timer is made at all.
+        let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+        let result = match (first, self.deadline) {
+            (Poll::Ready(read), _) => read,
+            (Poll::Pending, None) => read.await,
+            (Poll::Pending, Some(deadline)) => match match self.timer.as_mut() {
+                Some(timer) => race(read, timer.sleep()).await,
+                None => bounded(read, deadline).await,
+            } {
+                Ok(read) => read,
+                Err(Elapsed) => {
+                    self.finish(false);
+                    return Err(ClientError::BodyTimedOut {
+                        destination: self.pick.destination().id().to_string(),
+                    });
+                }
             },
-            None => inner
-                .bytes()
-                .await
-                .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e)))),
-        };
+        }
+        .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e))));
         self.finish(result.is_ok());
         result
     }

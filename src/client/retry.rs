@@ -200,8 +200,8 @@ impl FailureKind {
 pub(crate) struct AttemptCount {
     retryable: bool,
     requeue_connect_failures: bool,
-    max_attempts: usize,
-    counted: usize,
+    max_attempts: u32,
+    counted: u32,
 }
 
 impl AttemptCount {
@@ -209,7 +209,7 @@ impl AttemptCount {
         AttemptCount {
             retryable,
             requeue_connect_failures: policy.requeue_connect_failures,
-            max_attempts: policy.max_attempts.max(1),
+            max_attempts: u32::try_from(policy.max_attempts.max(1)).unwrap_or(u32::MAX),
             counted: 0,
         }
     }

@@ -563,6 +563,23 @@ impl ChildBackend {
             .status()
             .expect("kill(1)");
         assert!(status.success(), "kill -{signal} {} failed", self.pid());
+        if signal == "STOP" {
+            // The signal is delivered asynchronously: wait (bounded) until the kernel shows the
+            // process stopped.
+            let stat = format!("/proc/{}/stat", self.pid());
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit(") ")
+                    .next()
+                    .is_some_and(|rest| rest.starts_with('T'))
+            }) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the child did not stop"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 }
 
