@@ -95,7 +95,7 @@
 //! | what a probe sends and how its answer is judged | [`probe`] |
 //! | picks, reloads, status and events | [`Engine`], [`EngineStatus`], [`HealthEvent`] |
 //! | the simple face | [`EndpointSet`] |
-//! | the wrapped client, its errors and retries | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`] |
+//! | the wrapped client, its errors, retries, timeouts and hedging | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`], [`Timeouts`], [`Hedging`] |
 //! | the service side: health payload, draining | [`service`] |
 //! | a live per-destination table (what the demo and `healthpick watch` show) | [`table`] |
 //! | replaying a timeline of probes and outcomes; recording one from a live engine | [`simulate`] |
@@ -184,7 +184,8 @@ pub mod simulate;
 pub mod table;
 
 pub use client::{
-    AttemptFailure, ClientError, HealthAwareClient, RequestBuilder, Response, RetryPolicy,
+    AttemptError, AttemptFailure, ClientError, HealthAwareClient, HealthAwareClientBuilder,
+    HedgeDelay, Hedging, RequestBuilder, Response, RetryPolicy, RetryStatuses, Timeouts,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};

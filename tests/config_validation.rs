@@ -938,3 +938,57 @@ fn a_top_level_array_is_not_a_config_document() {
     assert_eq!(engine.cluster_ids(), ["payments"]);
     assert_eq!(status_json(&engine), before);
 }
+
+// ---------------------------------------------------------------------------------------------
+// HttpRequest:ActivityTimeout (the attempt timeout of the wrapped client and the middleware)
+
+/// `payments` with `request` spliced into `HttpRequest`, plus one valid destination.
+fn payments_request(request: &str) -> String {
+    payments(&format!(
+        r#""HttpRequest": {{ {request} }},
+           "Destinations": {{ "eu-1": {{ "Address": "http://10.0.0.1:8080/" }} }}"#
+    ))
+}
+
+/// Read as a TimeSpan (or humantime), always in force: a bad or non-positive value is an error
+/// naming the cluster, the key and the value; a good one reaches the cluster's config.
+#[test]
+fn activity_timeout_is_a_positive_timespan() {
+    for bad in ["00:60:00", "soon", "-00:00:05", "00:00:00", "0", "0s"] {
+        let e = only_error(
+            &payments_request(&format!(r#""ActivityTimeout": "{bad}""#)),
+            &format!("{P}:HttpRequest:ActivityTimeout"),
+        );
+        assert_names(&e, &["`payments`", "ActivityTimeout", &format!("`{bad}`")]);
+    }
+    for (good, ms) in [("00:00:02.5", 2500), ("00:01:40", 100_000), ("750ms", 750)] {
+        let text = payments_request(&format!(r#""Version": "2", "ActivityTimeout": "{good}""#));
+        assert_clean(&text);
+        let config = Config::from_json(&text).expect("valid");
+        let cluster = &config.clusters()[0];
+        assert_eq!(
+            cluster.activity_timeout_setting(),
+            Some(std::time::Duration::from_millis(ms)),
+            "{good}"
+        );
+        assert_eq!(cluster.http_version_setting(), Some("2"));
+    }
+    assert_clean(&payments_request(r#""ActivityTimeout": null"#));
+    let none = Config::from_json(&payments_request(r#""ActivityTimeout": """#)).expect("valid");
+    assert_eq!(none.clusters()[0].activity_timeout_setting(), None);
+}
+
+/// A zero built in code is refused like one read from JSON.
+#[test]
+fn a_zero_activity_timeout_built_in_code_is_an_error() {
+    use healthpick::config::{ClusterConfig, DestinationConfig};
+    let config = Config::new().cluster(
+        ClusterConfig::new("payments")
+            .activity_timeout(std::time::Duration::ZERO)
+            .destination(DestinationConfig::new("eu-1", "http://10.0.0.1:8080/")),
+    );
+    let err = Engine::new(config).expect_err("zero is refused");
+    assert_eq!(err.errors.len(), 1, "{:#?}", err.errors);
+    assert!(err.errors[0].path.ends_with("HttpRequest:ActivityTimeout"));
+    assert_names(&err.errors[0], &["`payments`", "ActivityTimeout"]);
+}

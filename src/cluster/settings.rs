@@ -34,6 +34,9 @@ pub(crate) struct ClusterSettings {
     pub reset_passive_on_recovery: bool,
     /// Metadata `OutlierDetection.*`.
     pub outlier_detection: OutlierDetectionOptions,
+    /// How long one attempt of a request to the cluster may take, when the cluster sets it
+    /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
+    pub activity_timeout: Option<Duration>,
 }
 
 /// A cluster's locality-to-tier mapping with this process's zone and region resolved
@@ -111,6 +114,7 @@ impl ClusterSettings {
             suspect_ranking: config.suspect_ranking(),
             reset_passive_on_recovery: config.reset_passive_on_recovery(),
             outlier_detection: config.outlier_detection(),
+            activity_timeout: config.activity_timeout_setting(),
             config: Arc::new(config.clone()),
             policies,
             options,

@@ -183,6 +183,7 @@ pub struct ClusterConfig {
     pub(crate) metadata: Metadata,
     pub(crate) destinations: Vec<DestinationConfig>,
     pub(crate) http_version: Option<String>,
+    pub(crate) activity_timeout: Option<Duration>,
     pub(crate) dangerous_accept_any_server_certificate: bool,
     pub(crate) max_connections_per_server: Option<u32>,
     pub(crate) discovery: Vec<DiscoveryConfig>,
@@ -199,6 +200,7 @@ impl ClusterConfig {
             metadata: Metadata::new(),
             destinations: Vec::new(),
             http_version: None,
+            activity_timeout: None,
             dangerous_accept_any_server_certificate: false,
             max_connections_per_server: None,
             discovery: Vec::new(),
@@ -261,6 +263,15 @@ impl ClusterConfig {
         self
     }
 
+    /// Sets how long one attempt of a request through the wrapped client or the middleware may
+    /// take (YARP's `HttpRequest:ActivityTimeout`); it replaces the client's attempt timeout for
+    /// this cluster (a request's own timeout still wins). Must be positive. Default: none, the
+    /// client's setting applies.
+    pub fn activity_timeout(mut self, timeout: Duration) -> Self {
+        self.activity_timeout = Some(timeout);
+        self
+    }
+
     /// The cluster id, spelled as given.
     pub fn id(&self) -> &str {
         &self.id
@@ -291,6 +302,11 @@ impl ClusterConfig {
     /// The HTTP version probes ask for, if set (`HttpRequest:Version`).
     pub fn http_version_setting(&self) -> Option<&str> {
         self.http_version.as_deref()
+    }
+
+    /// The attempt timeout of requests to this cluster, if set (`HttpRequest:ActivityTimeout`).
+    pub fn activity_timeout_setting(&self) -> Option<Duration> {
+        self.activity_timeout
     }
 
     /// The ConsecutiveFailures threshold in force: cluster metadata

@@ -74,6 +74,13 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
         }
     }
 
+    if cluster.activity_timeout.is_some_and(|d| d.is_zero()) {
+        diags.error(
+            place.path("HttpRequest:ActivityTimeout"),
+            place.message("ActivityTimeout `00:00:00` must be positive"),
+        );
+    }
+
     let passive = &hc.passive;
     if passive.enabled && passive.reactivation_period.is_some_and(|d| d.is_zero()) {
         diags.error(

@@ -146,6 +146,75 @@ impl Engine {
         self.choose(&snapshot, &group, &prepared, &counter, cluster)
     }
 
+    /// A retry's pick for the client's failover step: like
+    /// [`pick_endpoint_excluding`](Self::pick_endpoint_excluding), but destinations in
+    /// `leave_tiers` are passed over while any other tier has an available destination not
+    /// excluded; only when none is left does the pick go back to those tiers. This is how a call
+    /// leaves a tier whose destination failed after connecting (a dead tier's stale kept-alive
+    /// connection, or a request that crashes servers), instead of spending its attempts there.
+    pub(crate) fn pick_endpoint_for_retry<S: AsRef<str>>(
+        &self,
+        cluster: &str,
+        exclude: &[S],
+        leave_tiers: &[u32],
+    ) -> Result<PickHandle, PickError> {
+        let snapshot = self
+            .core
+            .snapshot(cluster)
+            .ok_or_else(|| unknown(cluster))?;
+        let settings = &snapshot.settings;
+        let ctx = snapshot.available_context();
+        let mut group = Vec::new();
+        if !leave_tiers.is_empty() {
+            let elsewhere: Vec<Arc<Destination>> = snapshot
+                .available
+                .iter()
+                .filter(|d| !leave_tiers.contains(&d.tier()))
+                .cloned()
+                .collect();
+            group = best_group_excluding(&ctx, &elsewhere, exclude);
+        }
+        if group.is_empty() {
+            group = best_group_excluding(&ctx, &snapshot.available, exclude);
+        }
+        let prepared = settings.policies.load_balancing.policy.prepare(&group);
+        let counter = Counter::Shared(&snapshot.counter);
+        self.choose(&snapshot, &group, &prepared, &counter, cluster)
+    }
+
+    /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
+    /// client or the middleware, with the cluster's attempt timeout
+    /// (`HttpRequest:ActivityTimeout`) read from the same snapshot, so the call's settings cost
+    /// no second lookup.
+    #[inline]
+    pub(crate) fn pick_for_call_if_ready(
+        &self,
+        cluster: &str,
+    ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
+        self.core.with_snapshot(cluster, |picking| match picking {
+            Some((snapshot, _)) if snapshot.warming => None,
+            Some((snapshot, counter)) => Some(
+                self.choose(
+                    snapshot,
+                    &snapshot.best,
+                    &snapshot.prepared,
+                    &counter,
+                    cluster,
+                )
+                .map(|pick| (pick, snapshot.settings.activity_timeout)),
+            ),
+            None => Some(Err(unknown(cluster))),
+        })
+    }
+
+    /// The attempt timeout `cluster` sets for requests (`HttpRequest:ActivityTimeout`), if any;
+    /// `None` also for an unknown cluster.
+    pub(crate) fn activity_timeout(&self, cluster: &str) -> Option<Duration> {
+        self.core
+            .snapshot(cluster)
+            .and_then(|s| s.settings.activity_timeout)
+    }
+
     /// Like [`pick_endpoint`](Self::pick_endpoint), but the first picks of a cluster with active
     /// checks wait for its warm-up instead of sending the first request blind (SPEC §6, §14.1),
     /// at most the probe timeout. The warm-up ends as soon as the best tier that can still
@@ -285,5 +354,70 @@ impl Engine {
             }),
             _ => Err(nothing_to_pick(&snapshot, cluster)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Engine;
+
+    fn engine() -> Engine {
+        Engine::from_json(
+            r#"{"Clusters": {"c": {"LoadBalancingPolicy": "FirstAlphabetical", "Destinations": {
+                "a0": { "Address": "http://127.0.0.1:8001/" },
+                "b0": { "Address": "http://127.0.0.1:8002/" },
+                "a1": { "Address": "http://127.0.0.1:9001/", "Priority": 1 },
+                "a2": { "Address": "http://127.0.0.1:9101/", "Priority": 2 } } } } }"#,
+        )
+        .expect("config")
+    }
+
+    fn retry(engine: &Engine, exclude: &[&str], leave: &[u32]) -> String {
+        engine
+            .pick_endpoint_for_retry("c", exclude, leave)
+            .map(|p| p.destination().id().to_string())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    /// Without tiers to leave, a retry goes to the next best of the same tier, as
+    /// `pick_endpoint_excluding` does; a tier to leave is passed over for the next tier while
+    /// one has an untried destination, and comes back when nothing else is left.
+    #[test]
+    fn a_retry_leaves_the_tiers_it_is_told_to_while_others_remain() {
+        let engine = engine();
+        assert_eq!(retry(&engine, &["a0"], &[]), "b0");
+        assert_eq!(retry(&engine, &["a0"], &[0]), "a1");
+        assert_eq!(retry(&engine, &["a0", "a1"], &[0, 1]), "a2");
+        assert_eq!(retry(&engine, &["a0", "a1", "a2"], &[0, 1, 2]), "b0");
+        assert_eq!(
+            retry(&engine, &["a0", "b0", "a1", "a2"], &[0]),
+            "no available destinations in cluster `c`"
+        );
+        assert_eq!(retry(&engine, &["a0"], &[7]), "b0", "a tier nobody has");
+        assert!(engine
+            .pick_endpoint_for_retry("nope", &["a0"], &[0])
+            .is_err());
+    }
+
+    /// The call's pick carries the cluster's `HttpRequest:ActivityTimeout`.
+    #[test]
+    fn a_call_pick_carries_the_cluster_activity_timeout() {
+        let engine = Engine::from_json(
+            r#"{"Clusters": {
+                "slow": { "HttpRequest": { "ActivityTimeout": "00:00:02.5" },
+                          "Destinations": { "d": { "Address": "http://127.0.0.1:8001/" } } },
+                "plain": { "Destinations": { "d": { "Address": "http://127.0.0.1:8002/" } } } } }"#,
+        )
+        .expect("config");
+        let (_, timeout) = engine.pick_for_call_if_ready("SLOW").unwrap().unwrap();
+        assert_eq!(timeout, Some(std::time::Duration::from_millis(2500)));
+        let (_, timeout) = engine.pick_for_call_if_ready("plain").unwrap().unwrap();
+        assert_eq!(timeout, None);
+        assert_eq!(
+            engine.activity_timeout("slow"),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(engine.activity_timeout("nope"), None);
+        assert!(engine.pick_for_call_if_ready("nope").unwrap().is_err());
     }
 }
