@@ -122,6 +122,13 @@ impl Backend {
         }
     }
 
+    /// The [`Draining`] handle its health endpoint serves, to hand to what else follows this
+    /// instance's draining (an `EtcdRegistration`). Taken after
+    /// [`set_drain_delay`](Self::set_drain_delay), which replaces it.
+    pub fn draining(&self) -> Draining {
+        self.shared.draining()
+    }
+
     /// Starts draining now: the health endpoint answers `503 {"status":"Unhealthy"}` while every
     /// other request is still served. Returns the handle; [`drain`](Self::drain) waits for the
     /// delay and stops.
