@@ -181,6 +181,7 @@ fn bench_client(c: &mut Criterion) {
         cluster("three", &url, 3)
     ))
     .expect("config");
+    // The default timeouts (15 s per attempt, 30 s per call) are on; plain reqwest has none.
     let client = HealthAwareClient::new(http.clone(), engine);
     let arms = [
         ("reqwest", Arm::Reqwest(http, format!("{url}api/orders"))),

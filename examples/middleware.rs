@@ -21,8 +21,10 @@ mod tiny_server;
 
 use std::process::ExitCode;
 
+use std::time::Duration;
+
 use healthpick::middleware::HealthPickMiddleware;
-use healthpick::{Engine, HealthState};
+use healthpick::{Engine, HealthState, Timeouts};
 use tiny_server::{dead_url, TinyServer};
 
 #[tokio::main]
@@ -50,9 +52,22 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         shelf2.url(),
     ))?;
 
-    let http = reqwest::Client::builder().no_proxy().build()?;
+    // The connect timeout is the reqwest client's; attempts and calls are bounded by the
+    // middleware (defaults 15 s and 30 s; set here for the example).
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(2))
+        .build()?;
     let client = reqwest_middleware::ClientBuilder::new(http)
-        .with(HealthPickMiddleware::new(engine.clone())) // add tracing/retry middleware as usual
+        // Tracing middleware goes before it (one span per call); healthpick comes last.
+        .with(
+            HealthPickMiddleware::builder(engine.clone())
+                .timeouts(Timeouts {
+                    attempt: Some(Duration::from_secs(5)),
+                    call: Some(Duration::from_secs(10)),
+                })
+                .build(),
+        )
         .build();
 
     let mut answered = Vec::new();

@@ -22,7 +22,9 @@ mod tiny_server;
 
 use std::process::ExitCode;
 
-use healthpick::{Engine, HealthAwareClient, HealthState};
+use std::time::Duration;
+
+use healthpick::{Engine, HealthAwareClient, HealthState, Timeouts};
 use tiny_server::{dead_url, TinyServer};
 
 #[tokio::main]
@@ -57,9 +59,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         dead_url(),
     ))?;
 
-    // Your reqwest client, with its pool, TLS and timeouts; healthpick only chooses the URL.
-    let http = reqwest::Client::builder().no_proxy().build()?;
-    let client = HealthAwareClient::new(http, engine.clone());
+    // Your reqwest client's settings (here: no proxy), a connect timeout on it, and bounds on
+    // every attempt and call (defaults 2 s, 15 s and 30 s; set here for the example).
+    let client = HealthAwareClient::builder(engine.clone())
+        .http_builder(reqwest::Client::builder().no_proxy())
+        .connect_timeout(Duration::from_secs(2))
+        .timeouts(Timeouts {
+            attempt: Some(Duration::from_secs(5)),
+            call: Some(Duration::from_secs(10)),
+        })
+        .build()?;
 
     for i in 1..=20 {
         let response = client.get("orders", "/api/orders?id=7").send().await?;

@@ -4,17 +4,31 @@
 //! It is the same engine as the cluster face — one cluster named [`EndpointSet::CLUSTER`] whose
 //! destinations are the base URLs (preferred ones in tier 0, the others in tier 1), probed by
 //! the same probes and judged by ConsecutiveFailures.
+//!
+//! Instead of base URLs, the cluster can be fed by a discovery source
+//! ([`EndpointSet::discovery_builder`]; with feature `dns`, [`EndpointSet::dns_builder`] for the
+//! A/AAAA records of a name): [`refresh`](EndpointSet::refresh) then asks the source once before
+//! it probes, and the [refresh job](EndpointSet::spawn_refresh) runs the source too, refreshed by
+//! the answers' TTLs, next to the probe rounds.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use tokio_util::sync::DropGuard;
+
 use crate::config::diagnostics::{ConfigError, Diagnostic, Severity};
+use crate::config::discovery::DiscoveryConfig;
+#[cfg(feature = "dns")]
+use crate::config::discovery::{DnsSourceConfig, SourceConfig};
 use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
 use crate::config::model::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
 use crate::destination::handle::PickHandle;
+use crate::discovery::runner::{build as build_source, Built, Discovery};
+use crate::discovery::source::PollSource;
 use crate::engine::pick::BestEndpoints;
+use crate::engine::publisher::{Publisher, SourceSpec};
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::monitor::{ActiveMonitor, Prober};
@@ -36,6 +50,8 @@ use crate::monitor::{ActiveMonitor, Prober};
 pub struct EndpointSetBuilder {
     base_urls: Vec<String>,
     preferred: Vec<String>,
+    /// The discovery source that feeds the set instead of base URLs.
+    discovery: Option<DiscoveryConfig>,
     health_path: String,
     interval: Duration,
     timeout: Duration,
@@ -104,24 +120,16 @@ impl EndpointSetBuilder {
     /// No base URL, a base URL that is not an absolute http(s) URL, a bad health path or a
     /// zero interval or timeout — every problem at once.
     pub fn build(self) -> Result<EndpointSet, ConfigError> {
+        if let Some(source) = self.discovery.clone() {
+            return self.build_discovered(source);
+        }
         let mut urls = self.base_urls.clone();
         for p in &self.preferred {
             if !urls.contains(p) {
                 urls.push(p.clone());
             }
         }
-        let mut cluster = ClusterConfig::new(EndpointSet::CLUSTER)
-            .load_balancing_policy(self.load_balancing_policy.clone())
-            .metadata(
-                CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-                self.threshold.to_string(),
-            )
-            .active(
-                ActiveHealthCheckConfig::enabled()
-                    .interval(self.interval)
-                    .timeout(self.timeout)
-                    .path(self.health_path.clone()),
-            );
+        let mut cluster = self.cluster();
         for url in &urls {
             let tier = if self.preferred.is_empty() || self.preferred.contains(url) {
                 0
@@ -132,25 +140,77 @@ impl EndpointSetBuilder {
                 .destination(DestinationConfig::new(url.clone(), url.clone()).priority(tier));
         }
         if urls.is_empty() {
-            return Err(ConfigError {
-                errors: vec![Diagnostic {
-                    severity: Severity::Error,
-                    path: "base_urls".into(),
-                    message: "an endpoint set needs at least one base URL".into(),
-                }],
-                warnings: Vec::new(),
-            });
+            return Err(one_error(
+                "base_urls",
+                "an endpoint set needs at least one base URL",
+            ));
         }
         let engine = Engine::new(Config::new().cluster(cluster))?;
-        Ok(EndpointSet {
+        Ok(self.finish(engine, None))
+    }
+
+    /// The cluster of either kind of set: its balancer, threshold and active checks.
+    fn cluster(&self) -> ClusterConfig {
+        ClusterConfig::new(EndpointSet::CLUSTER)
+            .load_balancing_policy(self.load_balancing_policy.clone())
+            .metadata(
+                CONSECUTIVE_FAILURES_THRESHOLD_KEY,
+                self.threshold.to_string(),
+            )
+            .active(
+                ActiveHealthCheckConfig::enabled()
+                    .interval(self.interval)
+                    .timeout(self.timeout)
+                    .path(self.health_path.clone()),
+            )
+    }
+
+    /// A set fed by `source`: the source is built now (so a bad one fails here) and registered,
+    /// so a pick before its first answer says `DiscoveryPending`.
+    fn build_discovered(self, source: DiscoveryConfig) -> Result<EndpointSet, ConfigError> {
+        if !self.preferred.is_empty() {
+            return Err(one_error(
+                "preferred_base_urls",
+                "an endpoint set fed by discovery has no base URLs to prefer (SRV priorities or LocalityTiers give discovered endpoints their tiers)",
+            ));
+        }
+        let cluster = self.cluster().discovery(source.clone());
+        let engine = Engine::new(Config::new().cluster(cluster.clone()))?;
+        // A polling source is also asked by `refresh`; a watching one runs in the refresh job.
+        let poll =
+            match build_source(&cluster, &source).map_err(|why| one_error("discovery", &why))? {
+                Built::Poll(poll) => Some(poll),
+                Built::Watch(_) => None,
+            };
+        let publisher = engine
+            .publisher(EndpointSet::CLUSTER, SourceSpec::from_config(&source))
+            .map_err(|e| one_error("discovery", &e.to_string()))?;
+        Ok(self.finish(engine, Some(SetSource { poll, publisher })))
+    }
+
+    fn finish(&self, engine: Engine, source: Option<SetSource>) -> EndpointSet {
+        EndpointSet {
             inner: Arc::new(Inner {
                 engine,
                 prober: Arc::new(Prober::new(
                     self.max_concurrent_probes,
                     self.failure_log_level,
                 )),
+                source,
             }),
-        })
+        }
+    }
+}
+
+/// A configuration error at `path`.
+fn one_error(path: &str, message: &str) -> ConfigError {
+    ConfigError {
+        errors: vec![Diagnostic {
+            severity: Severity::Error,
+            path: path.into(),
+            message: message.into(),
+        }],
+        warnings: Vec::new(),
     }
 }
 
@@ -168,6 +228,23 @@ struct Inner {
     engine: Engine,
     /// Shared by `refresh` and the refresh job: one bound, one connection pool.
     prober: Arc<Prober>,
+    /// The discovery source of a set fed by one.
+    source: Option<SetSource>,
+}
+
+/// The discovery source of a set and the handle it publishes through.
+struct SetSource {
+    /// A polling source (`refresh` asks it); `None` for a watching one.
+    poll: Option<Arc<dyn PollSource>>,
+    publisher: Publisher,
+}
+
+impl std::fmt::Debug for SetSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetSource")
+            .field("source", &self.publisher.source())
+            .finish_non_exhaustive()
+    }
 }
 
 impl EndpointSet {
@@ -184,6 +261,7 @@ impl EndpointSet {
         EndpointSetBuilder {
             base_urls: base_urls.into_iter().map(Into::into).collect(),
             preferred: Vec::new(),
+            discovery: None,
             health_path: "/api/systemstatus".into(),
             interval: Duration::from_secs(15),
             timeout: Duration::from_secs(10),
@@ -194,14 +272,87 @@ impl EndpointSet {
         }
     }
 
+    /// A builder whose endpoints come from a discovery source instead of base URLs (its settings,
+    /// refresh bounds and update guard as configured in `source`); the other settings are those
+    /// of [`builder`](Self::builder). [`refresh`](Self::refresh) asks the source once and then
+    /// probes; the [refresh job](Self::spawn_refresh) runs the source as well.
+    ///
+    /// ```
+    /// # #[cfg(feature = "dns")] {
+    /// use healthpick::config::{DiscoveryConfig, DnsSourceConfig, RefreshBounds, SourceConfig};
+    /// use healthpick::EndpointSet;
+    /// use std::time::Duration;
+    ///
+    /// let source = DnsSourceConfig::srv("_http._tcp.payments.service.test")
+    ///     .servers(vec!["127.0.0.1:5353".parse().unwrap()]);
+    /// let endpoints = EndpointSet::discovery_builder(
+    ///     DiscoveryConfig::new(SourceConfig::Dns(source))
+    ///         .refresh(RefreshBounds::new(Duration::from_secs(1), Duration::from_secs(60))),
+    /// )
+    /// .health_path("/health")
+    /// .build()?;
+    /// // Nothing is known before the source answers:
+    /// assert!(endpoints.engine().pick_endpoint(EndpointSet::CLUSTER).unwrap_err().is_discovery_pending());
+    /// # }
+    /// # Ok::<(), healthpick::ConfigError>(())
+    /// ```
+    pub fn discovery_builder(source: DiscoveryConfig) -> EndpointSetBuilder {
+        let mut builder = Self::builder(Vec::<String>::new());
+        builder.discovery = Some(source);
+        builder
+    }
+
+    /// A builder whose endpoints are the A/AAAA records of `name` on `port` (plain HTTP, the
+    /// system's name servers, the default refresh bounds and update guard): one endpoint per
+    /// address, `Host` the name. For SRV records, other servers or other bounds, use
+    /// [`discovery_builder`](Self::discovery_builder).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use healthpick::EndpointSet;
+    ///
+    /// let endpoints = EndpointSet::dns_builder("payments.internal", 8080).build()?;
+    /// let _job = endpoints.spawn_refresh(); // DNS refreshed by TTL, probes every 15 s
+    /// let pick = endpoints.pick_endpoint().await?; // resolves and probes first if needed
+    /// # drop(pick); Ok(()) }
+    /// ```
+    #[cfg(feature = "dns")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
+    pub fn dns_builder(name: impl Into<String>, port: u16) -> EndpointSetBuilder {
+        Self::discovery_builder(DiscoveryConfig::new(SourceConfig::Dns(
+            DnsSourceConfig::address(name, port),
+        )))
+    }
+
     /// The engine behind the set, for the wrapped client, status and events.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
     }
 
-    /// Probes every base URL now and updates health. A failed probe counts toward the threshold
-    /// and its reason is kept as the endpoint's last error.
+    /// Probes every base URL now (but one whose probe is in flight already) and updates health,
+    /// each result as soon as it arrives; resolves once every probe finished. A failed probe
+    /// counts toward the threshold and its reason is kept as the endpoint's last error.
+    ///
+    /// A set fed by a polling discovery source first asks it once and publishes the answer (a
+    /// failure keeps the last set, as in the refresh job), then probes what it has.
     pub async fn refresh(&self) {
+        if let Some((source, poll)) = self
+            .inner
+            .source
+            .as_ref()
+            .and_then(|s| s.poll.as_ref().map(|p| (s, p)))
+        {
+            let published = match poll.resolve().await {
+                Ok(answer) => match answer.endpoints {
+                    Some(endpoints) => source.publisher.publish(endpoints),
+                    None => source.publisher.not_found(),
+                },
+                Err(error) => source.publisher.failed(&error),
+            };
+            if let Err(e) = published {
+                tracing::debug!(target: "healthpick", "endpoint set: answer not published: {e}");
+            }
+        }
         let _ = self
             .inner
             .prober
@@ -218,31 +369,55 @@ impl EndpointSet {
         self.inner.engine.best_endpoints(Self::CLUSTER)
     }
 
-    /// A healthy endpoint from the best group; before anything is known it refreshes first.
+    /// A healthy endpoint from the best group. Before anything is known it probes every
+    /// endpoint and waits, as [`Engine::pick_endpoint_ready`] does, until a preferred endpoint
+    /// answered (or, when none can, one of the others), at most the health-check timeout: an
+    /// endpoint that hangs holds back neither this pick nor the others' results.
     ///
     /// # Errors
     /// As [`Engine::pick_endpoint`].
     pub async fn pick_endpoint(&self) -> Result<PickHandle, PickError> {
-        if !self.inner.engine.first_round_done(Self::CLUSTER) {
-            self.refresh().await;
+        let engine = &self.inner.engine;
+        if let Some(pick) = engine.pick_endpoint_if_ready(Self::CLUSTER) {
+            return pick;
         }
-        self.inner.engine.pick_endpoint(Self::CLUSTER)
+        if !engine.first_round_done(Self::CLUSTER) {
+            // In the background, so that the probes of endpoints that hang finish (and count)
+            // after this pick has stopped waiting. Endpoints already being probed are skipped.
+            let set = self.clone();
+            tokio::spawn(async move { set.refresh().await });
+        }
+        engine.pick_endpoint_ready(Self::CLUSTER).await
     }
 
     /// Starts the background refresh job: a refresh every interval until the returned handle is
-    /// dropped. It survives probe errors (they are logged) and stops cleanly.
+    /// dropped. It survives probe errors (they are logged) and stops cleanly. For a set fed by
+    /// discovery it also runs the source: asked again when its answer's TTL runs out (within its
+    /// refresh bounds), its last set kept while it fails.
     pub fn spawn_refresh(&self) -> RefreshJob {
         self.spawn_refresh_with(CancellationToken::new())
     }
 
     /// [`spawn_refresh`](Self::spawn_refresh) stopping also when `cancel` fires.
     pub fn spawn_refresh_with(&self, cancel: CancellationToken) -> RefreshJob {
+        // The discovery source stops with the job: when `cancel` fires or the job is dropped.
+        let discovery = self.inner.source.as_ref().map(|_| {
+            let stop = cancel.child_token();
+            let discovery = Discovery::start(&self.inner.engine);
+            let stopped = stop.clone();
+            let task = tokio::spawn(async move {
+                stopped.cancelled().await;
+                discovery.stop().await;
+            });
+            (stop.drop_guard(), task)
+        });
         // The job is the active monitor of the set's one cluster, with the set's prober.
         RefreshJob {
             monitor: ActiveMonitor::builder()
                 .prober(self.inner.prober.clone())
                 .cancellation_token(cancel)
                 .start(&self.inner.engine),
+            discovery,
         }
     }
 }
@@ -253,12 +428,18 @@ impl EndpointSet {
 #[must_use = "the refresh job stops when this handle is dropped"]
 pub struct RefreshJob {
     monitor: ActiveMonitor,
+    /// The discovery source of a set fed by one: stopped when the guard drops.
+    discovery: Option<(DropGuard, tokio::task::JoinHandle<()>)>,
 }
 
 impl RefreshJob {
     /// Stops the job and waits until it has ended.
     pub async fn stop(self) {
         self.monitor.stop().await;
+        if let Some((guard, task)) = self.discovery {
+            drop(guard);
+            let _ = task.await;
+        }
         tracing::debug!(target: "healthpick", "endpoint set refresh job stopped");
     }
 }

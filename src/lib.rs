@@ -3,8 +3,9 @@
 //! Client-side service discovery and health-aware routing for Rust services.
 //!
 //! Before every outgoing request, ask healthpick which instance of a service to call. It keeps
-//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`) and **passive
-//! observation** of real requests (YARP's `TransportFailureRate`, with reactivation), keeps only
+//! per-instance health from **active probes** (YARP's `ConsecutiveFailures`, each destination on
+//! its own schedule) and **passive observation** of real requests (YARP's `TransportFailureRate`,
+//! with reactivation, and Envoy's outlier detection, `OutlierDetection`), keeps only
 //! the available destinations (`HealthyOrPanic` by default), prefers the best health class and the
 //! most preferred **tier** (same zone first), and load-balances inside it (`PowerOfTwoChoices` by
 //! default). Configuration is an existing YARP `ReverseProxy:Clusters` JSON file, unchanged.
@@ -94,7 +95,7 @@
 //! | what a probe sends and how its answer is judged | [`probe`] |
 //! | picks, reloads, status and events | [`Engine`], [`EngineStatus`], [`HealthEvent`] |
 //! | the simple face | [`EndpointSet`] |
-//! | the wrapped client, its errors and retries | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`] |
+//! | the wrapped client, its errors, retries, timeouts and hedging | [`HealthAwareClient`], [`ClientError`], [`RetryPolicy`], [`Timeouts`], [`Hedging`] |
 //! | the service side: health payload, draining | [`service`] |
 //! | a live per-destination table (what the demo and `healthpick watch` show) | [`table`] |
 //! | replaying a timeline of probes and outcomes; recording one from a live engine | [`simulate`] |
@@ -183,7 +184,8 @@ pub mod simulate;
 pub mod table;
 
 pub use client::{
-    AttemptFailure, ClientError, HealthAwareClient, RequestBuilder, Response, RetryPolicy,
+    AttemptError, AttemptFailure, ClientError, HealthAwareClient, HealthAwareClientBuilder,
+    HedgeDelay, Hedging, RequestBuilder, Response, RetryPolicy, RetryStatuses, Timeouts,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};
@@ -204,12 +206,12 @@ pub use engine::Engine;
 pub use error::{DestinationsError, PickError};
 pub use events::{HealthEvent, HealthEventKind, HeldReason, PartValue, Release};
 pub use health::{
-    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, ProbeResult, Reason,
-    ReportedHealth, RequestOutcome,
+    DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, OutlierEjection,
+    ProbeResult, Reason, ReportedHealth, RequestOutcome,
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;
-pub use uri::probe_uri;
+pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

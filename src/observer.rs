@@ -74,8 +74,9 @@ pub trait Observer: Send + Sync + 'static {
         let _ = now;
     }
 
-    /// A finished probe round of `cluster`, before the active policy sees it. Only results for
-    /// destinations the cluster has are passed.
+    /// Probe results of `cluster`, before the active policy sees them: a whole round, or (with
+    /// per-destination delivery, the default) the results that arrived together. Only results
+    /// for destinations the cluster has are passed.
     fn probe_round(&self, at: Duration, cluster: &str, results: &[ProbeResult]) {
         let _ = (at, cluster, results);
     }

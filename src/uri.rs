@@ -2,16 +2,72 @@
 
 use url::Url;
 
-/// Parses an absolute http(s) URL with a host, or says what is wrong with it.
-pub(crate) fn parse_base(text: &str) -> Result<Url, &'static str> {
-    let url = Url::parse(text.trim()).map_err(|_| "is not an absolute http(s) URL")?;
+/// The longest address (base URL) accepted, in bytes. Real base URLs are far shorter; the limit
+/// keeps a pathological value (a 50 MB host name) from being parsed, stored and copied into every
+/// request URL.
+pub const MAX_ADDRESS_LEN: usize = 2048;
+
+/// The longest host name accepted, in bytes: the limit of DNS names (RFC 1035).
+pub const MAX_HOST_LEN: usize = 253;
+
+/// Why a text is not a usable base URL; its `Display` completes a sentence that starts with the
+/// value (`Address `...` is not an absolute http(s) URL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BaseUrlError {
+    NotAbsolute,
+    NoHost,
+    TooLong(usize),
+    HostTooLong(usize),
+}
+
+impl std::fmt::Display for BaseUrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BaseUrlError::NotAbsolute => f.write_str("is not an absolute http(s) URL"),
+            BaseUrlError::NoHost => f.write_str("has no host"),
+            BaseUrlError::TooLong(len) => write!(
+                f,
+                "is {len} bytes long; an address may have at most {MAX_ADDRESS_LEN} bytes"
+            ),
+            BaseUrlError::HostTooLong(len) => write!(
+                f,
+                "has a host name of {len} bytes; a host name may have at most {MAX_HOST_LEN} bytes"
+            ),
+        }
+    }
+}
+
+/// Parses an absolute http(s) URL with a host of at most [`MAX_HOST_LEN`] bytes, at most
+/// [`MAX_ADDRESS_LEN`] bytes long, or says what is wrong with it.
+pub(crate) fn parse_base(text: &str) -> Result<Url, BaseUrlError> {
+    let text = text.trim();
+    // Checked before parsing: a huge value is refused without being parsed or copied.
+    if text.len() > MAX_ADDRESS_LEN {
+        return Err(BaseUrlError::TooLong(text.len()));
+    }
+    let url = Url::parse(text).map_err(|_| BaseUrlError::NotAbsolute)?;
     if url.scheme() != "http" && url.scheme() != "https" {
-        return Err("is not an absolute http(s) URL");
+        return Err(BaseUrlError::NotAbsolute);
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("has no host");
+    match url.host_str() {
+        None | Some("") => Err(BaseUrlError::NoHost),
+        Some(host) if host.len() > MAX_HOST_LEN => Err(BaseUrlError::HostTooLong(host.len())),
+        Some(_) => Ok(url),
     }
-    Ok(url)
+}
+
+/// A value for a message: as it is, or its first characters and its length when it is long, so
+/// that a huge value does not end up in every log line.
+pub(crate) fn shown(value: &str) -> std::borrow::Cow<'_, str> {
+    const SHOWN: usize = 80;
+    if value.len() <= SHOWN {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut end = SHOWN;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}... ({} bytes)", &value[..end], value.len()))
 }
 
 /// The probe URI of a destination, by SPEC §3: base = `health` or `address` without its query and
@@ -29,7 +85,7 @@ pub(crate) fn parse_base(text: &str) -> Result<Url, &'static str> {
 /// A message when the base is not an absolute http(s) URL, `path` does not start with `/` or
 /// `query` does not start with `?`.
 pub fn probe_uri(base: &str, path: Option<&str>, query: Option<&str>) -> Result<Url, String> {
-    let url = parse_base(base).map_err(|why| format!("base `{base}` {why}"))?;
+    let url = parse_base(base).map_err(|why| format!("base `{}` {why}", shown(base)))?;
     join(url, path, query)
 }
 
@@ -200,5 +256,29 @@ mod tests {
         assert!(probe_uri("ftp://h/", None, None).is_err());
         assert!(probe_uri("http://h/", Some("health"), None).is_err());
         assert!(probe_uri("http://h/", None, Some("a=b")).is_err());
+    }
+
+    #[test]
+    fn addresses_and_host_names_have_a_length_limit() {
+        use super::{parse_base, BaseUrlError, MAX_ADDRESS_LEN, MAX_HOST_LEN};
+        let host = "a".repeat(MAX_HOST_LEN);
+        assert!(parse_base(&format!("http://{host}/")).is_ok());
+        let host = "a".repeat(MAX_HOST_LEN + 1);
+        assert_eq!(
+            parse_base(&format!("http://{host}/")),
+            Err(BaseUrlError::HostTooLong(MAX_HOST_LEN + 1))
+        );
+        let path = "p".repeat(MAX_ADDRESS_LEN);
+        let long = format!("http://h/{path}");
+        assert_eq!(parse_base(&long), Err(BaseUrlError::TooLong(long.len())));
+        assert!(BaseUrlError::TooLong(long.len())
+            .to_string()
+            .contains("at most 2048 bytes"));
+        let err = probe_uri(&long, None, None).unwrap_err();
+        assert!(
+            err.len() < 300,
+            "the message repeats the whole value: {}",
+            err.len()
+        );
     }
 }

@@ -546,3 +546,45 @@ fn every_missing_probe_uri_is_explained_by_a_diagnostic() {
         }
     }
 }
+
+/// `check --json` shows the passive policies a cluster runs (a list, in registered spelling),
+/// the OutlierDetection settings in force and healthpick's ranking and recovery switches; a bad
+/// OutlierDetection value is a warning naming the key.
+#[test]
+fn json_shows_outlier_detection_and_the_resilience_switches() {
+    let path = scratch_file(
+        "cli_check_outliers.json",
+        br#"{ "Clusters": {
+            "orders": {
+                "HealthCheck": { "Passive": { "Enabled": true, "Policy": "transportfailurerate, outlierdetection" } },
+                "Metadata": { "OutlierDetection.Consecutive5xx": "3", "OutlierDetection.BaseEjectionTime": "00:00:10",
+                              "OutlierDetection.MaxEjectionPercent": "many", "HealthCheck.SuspectRanking": "false" },
+                "Destinations": { "a": { "Address": "http://10.0.0.1/" } } },
+            "plain": { "Destinations": { "a": { "Address": "http://10.0.0.2/" } } } } }"#,
+    );
+    let (status, v) = check_json(path.to_str().unwrap(), &[]);
+    assert_eq!(status, 0);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1, "{v:#}");
+    assert_eq!(
+        v["warnings"][0]["path"],
+        "Clusters:orders:Metadata:OutlierDetection.MaxEjectionPercent"
+    );
+    let orders = &v["clusters"]["orders"];
+    assert_eq!(
+        orders["passive"]["policy"],
+        "TransportFailureRate, OutlierDetection"
+    );
+    assert_eq!(orders["suspectRanking"], false);
+    assert_eq!(orders["resetPassiveOnRecovery"], true);
+    assert_eq!(
+        orders["outlierDetection"],
+        serde_json::json!({
+            "consecutive5xx": 3, "consecutiveGatewayFailure": 5, "baseEjectionTimeMs": 10000,
+            "maxEjectionTimeMs": 300000, "maxEjectionPercent": 10.0, "intervalMs": 10000
+        })
+    );
+    let plain = &v["clusters"]["plain"];
+    assert_eq!(plain["suspectRanking"], true);
+    assert_eq!(plain["outlierDetection"]["consecutive5xx"], 5);
+    assert_eq!(plain["outlierDetection"]["baseEjectionTimeMs"], 30000);
+}

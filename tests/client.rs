@@ -23,11 +23,12 @@ use std::time::Duration;
 
 use client_support::backend::Backend;
 use client_support::{
-    destination, http_client, init_tracing, wait_until, ClosedPort, EchoServer, Mode, RawServer,
+    destination, http_client, init_tracing, wait_until, Blackhole, ChildBackend, ClosedPort,
+    EchoServer, Mode, RawServer,
 };
 use healthpick::{
-    ActiveMonitor, ClientError, Engine, HealthAwareClient, HealthEventKind, HealthState, PickError,
-    RetryPolicy,
+    ActiveMonitor, AttemptError, ClientError, Engine, HealthAwareClient, HealthEventKind,
+    HealthState, Hedging, PickError, RetryPolicy, RetryStatuses, Timeouts,
 };
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -73,6 +74,8 @@ fn addr_of(url: &str) -> SocketAddr {
 struct Answer {
     at: Instant,
     destination: String,
+    /// The destinations of the call's attempts that did not give the answer.
+    failed_on: Vec<String>,
 }
 
 /// A GET on `c` whose body must be the name of the backend that answered (its destination id).
@@ -83,6 +86,11 @@ async fn call(client: &HealthAwareClient) -> Result<Answer, String> {
         .await
         .map_err(|e| e.to_string())?;
     let destination = response.destination().id().to_string();
+    let failed_on = response
+        .failed_attempts()
+        .iter()
+        .map(|f| f.destination.clone())
+        .collect();
     let status = response.status();
     let body = response.text().await.map_err(|e| format!("body: {e}"))?;
     if status != 200 || body != destination {
@@ -91,6 +99,7 @@ async fn call(client: &HealthAwareClient) -> Result<Answer, String> {
     Ok(Answer {
         at: Instant::now(),
         destination,
+        failed_on,
     })
 }
 
@@ -106,6 +115,19 @@ struct Load {
 
 impl Load {
     fn start(client: &HealthAwareClient, callers: usize, per_caller: usize) -> Load {
+        let client = client.clone();
+        Self::start_with(callers, per_caller, move || {
+            let client = client.clone();
+            async move { call(&client).await }
+        })
+    }
+
+    /// Callers that each make `call` one after another.
+    fn start_with<F, Fut>(callers: usize, per_caller: usize, call: F) -> Load
+    where
+        F: Fn() -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = Result<Answer, String>> + Send,
+    {
         let mut load = Load {
             answers: Arc::default(),
             errors: Arc::default(),
@@ -114,7 +136,7 @@ impl Load {
             tasks: JoinSet::new(),
         };
         for _ in 0..callers {
-            let client = client.clone();
+            let call = call.clone();
             let (answers, errors) = (load.answers.clone(), load.errors.clone());
             let (completed, stop) = (load.completed.clone(), load.stop.clone());
             load.tasks.spawn(async move {
@@ -122,7 +144,7 @@ impl Load {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    match call(&client).await {
+                    match call().await {
                         Ok(answer) => answers.lock().unwrap().push(answer),
                         Err(e) => errors.lock().unwrap().push(e),
                     }
@@ -200,7 +222,9 @@ fn watch_removal(engine: &Engine, id: &'static str) -> Arc<Mutex<Option<Instant>
 /// counting listener takes over its port (it reads each request head, then closes without an
 /// answer), so every attempt still routed to `t0-a` is seen. No caller sees an error; once
 /// `t0-a` left the available set no request reaches it (only probes do), the tier-1 backends
-/// never serve anything (strict failover within tier 0), and status shows `t0-a` unavailable.
+/// serve only the retries of calls whose attempt on `t0-a` failed after connecting (such a
+/// failure makes a call leave its tier: it may be a dead tier's stale connection), never a
+/// first attempt and nothing after detection, and status shows `t0-a` unavailable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_once_detected() {
     init_tracing();
@@ -282,12 +306,36 @@ async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_
             .all(|a| a.destination != "t0-a" || a.at < detected),
         "an answer came from t0-a after detection"
     );
-    let by_tier1 = answers
+    // A failure after connecting (the listener reads the request, then closes, or a kept-alive
+    // connection to the killed process breaks) makes a call leave its tier: the retries of calls
+    // that failed on t0-a before its detection go to tier 1, and nothing else does.
+    let by_tier1: Vec<_> = answers
         .iter()
         .filter(|a| a.destination.starts_with("t1"))
+        .collect();
+    assert!(
+        by_tier1
+            .iter()
+            .all(|a| a.failed_on.iter().any(|d| d == "t0-a")),
+        "tier 1 answered a call that had not failed on t0-a"
+    );
+    let calls_failed_on_victim = answers
+        .iter()
+        .filter(|a| a.failed_on.iter().any(|d| d == "t0-a"))
         .count();
-    assert_eq!(by_tier1, 0, "tier 1 got traffic while tier 0 had capacity");
-    assert_eq!(backends[3].served() + backends[4].served(), 0);
+    assert!(
+        failed_attempts.len() <= calls_failed_on_victim,
+        "the listener saw {} requests, but only {calls_failed_on_victim} calls failed on t0-a",
+        failed_attempts.len()
+    );
+    assert!(
+        by_tier1.iter().all(|a| a.at <= detected + margin),
+        "tier 1 got traffic after t0-a was detected, while tier 0 had capacity"
+    );
+    assert_eq!(
+        backends[3].served() + backends[4].served(),
+        by_tier1.len() as u64
+    );
 
     let status = destination(&engine, "c", "t0-a");
     assert!(!status.available, "{status:?}");
@@ -310,8 +358,8 @@ async fn killing_a_tier0_backend_under_load_is_invisible_and_it_gets_no_traffic_
 ///
 /// The client has the default [`RetryPolicy`]: until the outage is detected a call may find all
 /// three tier-0 destinations refusing connections before it reaches tier 1; those connect
-/// failures are requeued (they do not use up the three attempts), and their retries fit in the
-/// default budget because health checks eject the dead destinations after a few dozen calls.
+/// failures are requeued (they do not use up the three attempts), and their budget tokens come
+/// back once the call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
     init_tracing();
@@ -649,12 +697,15 @@ async fn without_requeueing_connect_failures_use_up_attempts() {
     assert_eq!(response.destination().id(), "x-echo");
 }
 
-/// Requeues take tokens from the retry budget like any retry, so a full outage cannot multiply
-/// load: with a reserve of 10 retries (and none earned from requests), two calls spend four
-/// requeues each to get past four dead destinations, the third runs dry after two (its error
-/// lists the three destinations it tried), and the fourth gets no retry at all.
+/// Requeues take tokens from the retry budget, and a call that is answered in the end gives
+/// them back (stepping over destinations that refused a connection cost nobody anything), so a
+/// young client gets past dead destinations however many calls it makes; in an outage of every
+/// destination the tokens stay spent and the budget stops the requeues. With a reserve of 10
+/// retries (and none earned from requests): 20 calls each step over four dead destinations to
+/// the live one; then, the live one gone, three calls spend three requeues each (each names
+/// every destination), the fourth runs dry after one, and the fifth gets no retry at all.
 #[tokio::test]
-async fn retry_budget_stops_requeueing() {
+async fn retry_budget_stops_requeueing_only_when_requeues_do_not_help() {
     let (_ports, mut list) = closed_ports(4);
     let echo = EchoServer::start("x-echo").await;
     list.push(("x-echo".into(), echo.url()));
@@ -665,30 +716,42 @@ async fn retry_budget_stops_requeueing() {
         budget_window: Duration::from_secs(10), // a reserve of 1 × 10 s
         ..RetryPolicy::default()
     };
-    let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
-    for _ in 0..2 {
+    let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
+    for _ in 0..20 {
         let response = client
             .get("c", "/api/orders")
             .send()
             .await
-            .expect("requeued");
+            .expect("requeued, and the tokens given back");
         assert_eq!(response.destination().id(), "x-echo");
+        assert_eq!(response.failed_attempts().len(), 4);
+    }
+    assert_eq!(echo.served(), 20);
+
+    engine
+        .load_json(&ordered_config(&tier0(&list[..4]), ""))
+        .expect("the live destination leaves");
+    for _ in 0..3 {
+        let err = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect_err("all dead");
+        assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead", "d-dead"]);
     }
     let err = client
         .get("c", "/api/orders")
         .send()
         .await
         .expect_err("the budget runs out");
-    assert_eq!(tried(&err), ["a-dead", "b-dead", "c-dead"]);
+    assert_eq!(tried(&err), ["a-dead", "b-dead"]);
     assert!(err.attempts().iter().all(|a| a.error.is_connect()));
-    assert!(err.to_string().contains("c-dead"), "{err}");
     let err = client
         .get("c", "/api/orders")
         .send()
         .await
         .expect_err("no budget left");
     assert_eq!(tried(&err), ["a-dead"]);
-    assert_eq!(echo.served(), 2);
 }
 
 /// A POST that is not marked retryable is sent once even when the connection was refused (the
@@ -1200,12 +1263,949 @@ async fn retry_policy_with_a_short_budget_window_does_not_panic() {
     }
 }
 
+// ---- 9. timeouts ------------------------------------------------------------------------------
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The only attempt of a failed call, which must have timed out: how long it had.
+fn timed_out_after(err: &ClientError) -> Duration {
+    match err.attempts() {
+        [only] => match only.error {
+            AttemptError::TimedOut(had) => had,
+            ref other => panic!("not a timeout: {other:?}"),
+        },
+        other => panic!("expected one attempt: {other:?}"),
+    }
+}
+
+/// `a-frozen` accepts connections and reads requests but never answers (a frozen process);
+/// `b` and `c` answer. Passive checks on (4 outcomes suffice); FirstAlphabetical, so every call
+/// tries `a-frozen` first and fails over to `b`.
+fn frozen_config(frozen: &RawServer, b: &EchoServer, c: &EchoServer) -> String {
+    format!(
+        r#"{{
+        "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+        "Clusters": {{ "c": {{
+            "LoadBalancingPolicy": "FirstAlphabetical",
+            "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[
+            ("a-frozen", frozen.url(), 0),
+            ("b", b.url(), 0),
+            ("c", c.url(), 0)
+        ])
+    )
+}
+
+/// With the default client (built on a reqwest client without timeouts of its own, like
+/// `reqwest::Client::new()`), a frozen destination holds no caller longer than the default
+/// attempt timeout (15 s) plus a margin: retryable calls time out on it after exactly that
+/// timeout and fail over to `b`; a POST times out and is not retried; passive checks see every
+/// timeout as a transport failure and eject the frozen destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_destination_holds_callers_of_the_default_client_one_attempt_timeout() {
+    init_tracing();
+    let frozen = RawServer::start(Mode::Hang).await;
+    let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+    let engine = Engine::from_json(&frozen_config(&frozen, &b, &c)).expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    assert_eq!(client.timeouts(), Timeouts::default());
+    let started = Instant::now();
+    let mut calls = JoinSet::new();
+    for _ in 0..6 {
+        let client = client.clone();
+        calls.spawn(async move {
+            let result = client.get("c", "/api/orders").send().await;
+            (Instant::now(), result)
+        });
+    }
+    let post = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let result = client.post("c", "/api/orders").body("x").send().await;
+            (Instant::now(), result)
+        })
+    };
+    let bound = Timeouts::DEFAULT_ATTEMPT + Duration::from_secs(5);
+    let results = tokio::time::timeout(bound + Duration::from_secs(5), async {
+        let mut out = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            out.push(done.expect("caller task"));
+        }
+        out
+    })
+    .await
+    .expect("callers still waiting well past the attempt timeout");
+    for (at, result) in results {
+        let response = result.expect("failed over");
+        let waited = at - started;
+        assert!(waited <= bound, "a caller waited {waited:?}");
+        assert_eq!(response.destination().id(), "b");
+        match response.failed_attempts() {
+            [failed] => {
+                assert_eq!(failed.destination, "a-frozen");
+                assert!(
+                    matches!(failed.error, AttemptError::TimedOut(had) if had == Timeouts::DEFAULT_ATTEMPT),
+                    "{failed:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let (at, post) = post.await.expect("post task");
+    let err = post.expect_err("a POST is not retried");
+    assert!(at - started <= bound);
+    assert!(err.is_timeout(), "{err}");
+    assert_eq!(tried(&err), ["a-frozen"]);
+    assert_eq!(timed_out_after(&err), Timeouts::DEFAULT_ATTEMPT);
+    assert_eq!(b.served() + c.served(), 6, "the POST was not retried");
+    let status = destination(&engine, "c", "a-frozen");
+    assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert!(
+        status
+            .last_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("transport failure rate")),
+        "every timeout is a transport failure: {status:?}"
+    );
+    assert_eq!(status.in_flight, 0);
+}
+
+/// The attempt timeout in force, most specific first: the request's own, then the cluster's
+/// `HttpRequest:ActivityTimeout`, then the client's; a call timeout shorter than all of them
+/// ends the call. Each timed-out attempt says how long it had, so this needs no clock reading.
+#[tokio::test]
+async fn attempt_timeouts_come_from_the_request_then_the_cluster_then_the_client() {
+    let (h1, h2) = (
+        RawServer::start(Mode::Hang).await,
+        RawServer::start(Mode::Hang).await,
+    );
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{
+        "plain": {{ "Destinations": {{ "p": {{ "Address": "{}" }} }} }},
+        "slow": {{ "HttpRequest": {{ "ActivityTimeout": "00:00:00.2" }},
+                   "Destinations": {{ "s": {{ "Address": "{}" }} }} }} }} }}"#,
+        h1.url(),
+        h2.url()
+    ))
+    .expect("config");
+    let client = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .timeouts(Timeouts {
+            attempt: Some(ms(400)),
+            call: Some(Duration::from_secs(5)),
+        })
+        .build()
+        .expect("client");
+    let err = client.get("plain", "/x").send().await.unwrap_err();
+    assert_eq!(timed_out_after(&err), ms(400), "the client's");
+    assert!(err.is_timeout() && !err.is_connect());
+    let err = client.get("slow", "/x").send().await.unwrap_err();
+    assert_eq!(timed_out_after(&err), ms(200), "the cluster's");
+    let err = client
+        .get("SLOW", "/x")
+        .timeout(ms(100))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(timed_out_after(&err), ms(100), "the request's");
+    let err = client
+        .get("plain", "/x")
+        .timeout(ms(1000))
+        .call_timeout(ms(150))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        timed_out_after(&err),
+        ms(150),
+        "the call's ends the attempt"
+    );
+}
+
+/// The call timeout bounds all attempts together: three destinations that never answer, a
+/// 1 s attempt timeout and a 300 ms call timeout make one attempt of 300 ms, and no retry
+/// starts after the deadline.
+#[tokio::test]
+async fn the_call_timeout_bounds_every_attempt_together() {
+    let hangs = [
+        RawServer::start(Mode::Hang).await,
+        RawServer::start(Mode::Hang).await,
+        RawServer::start(Mode::Hang).await,
+    ];
+    let list: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .zip(&hangs)
+        .map(|(id, s)| (*id, s.url(), 0))
+        .collect();
+    let engine = Engine::from_json(&ordered_config(&list, "")).expect("config");
+    let client = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .timeouts(Timeouts {
+            attempt: Some(Duration::from_secs(1)),
+            call: Some(ms(300)),
+        })
+        .build()
+        .expect("client");
+    let started = Instant::now();
+    let err = client
+        .get("c", "/x")
+        .send()
+        .await
+        .expect_err("nobody answers");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(timed_out_after(&err), ms(300));
+    assert_eq!(hangs.iter().map(RawServer::accepts).sum::<u64>(), 1);
+}
+
+/// The first pick of a cluster with active checks waits for its first probe round, but never
+/// longer than the call may take: with probes that hang (probe timeout 5 s) a call with a
+/// 300 ms call timeout is over well before the probes are, with its attempt timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
+    let hang = RawServer::start(Mode::Hang).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Active": {{ "Enabled": true, "Interval": "00:01:00",
+                                           "Timeout": "00:00:05", "Path": "/health" }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("only", hang.url(), 0)])
+    ))
+    .expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let started = Instant::now();
+    let err = client
+        .get("c", "/x")
+        .call_timeout(ms(300))
+        .send()
+        .await
+        .expect_err("nothing answers");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "waited {took:?}");
+    assert!(err.is_timeout(), "{err}");
+    assert!(
+        !engine.first_round_done("c"),
+        "the probes are still running"
+    );
+}
+
+/// Reading a body is bounded by the attempt's deadline too: a server that sends the headers
+/// and then stalls gives a `BodyTimedOut` error, and passive checks count it as a transport
+/// failure.
+#[tokio::test]
+async fn a_body_that_stalls_is_bounded_by_the_attempt_deadline() {
+    let stalling = RawServer::start(Mode::StallBody).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{
+        "HealthPolicies": {{ "MinimalTotalCountThreshold": 3 }},
+        "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("only", stalling.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::builder(engine.clone())
+        .http(http_client())
+        .timeouts(Timeouts {
+            attempt: Some(ms(300)),
+            ..Timeouts::default()
+        })
+        .build()
+        .expect("client");
+    for _ in 0..3 {
+        let response = client.get("c", "/x").send().await.expect("headers arrive");
+        assert_eq!(response.status(), 200);
+        let err = response.text().await.expect_err("the body stalls");
+        assert!(
+            matches!(&err, ClientError::BodyTimedOut { destination } if destination == "only"),
+            "{err:?}"
+        );
+        assert!(err.is_timeout());
+    }
+    let status = destination(&engine, "c", "only");
+    assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert_eq!(status.in_flight, 0);
+}
+
+/// A client healthpick builds has a connect timeout (2 s by default): a destination whose SYNs
+/// go unanswered costs a connect timeout, which is a connect failure, so the call moves on
+/// without using up an attempt (one attempt allowed, and still answered). A reqwest client built
+/// elsewhere cannot take one.
+#[tokio::test]
+async fn a_connect_timeout_is_a_requeued_connect_failure() {
+    init_tracing();
+    let hole = Blackhole::start().await;
+    let echo = EchoServer::start("b").await;
+    let engine = Engine::from_json(&ordered_config(
+        &[("a-hole", hole.url(), 0), ("b", echo.url(), 0)],
+        "",
+    ))
+    .expect("config");
+    let one_attempt = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    let client = HealthAwareClient::builder(engine.clone())
+        .http_builder(reqwest::Client::builder().no_proxy())
+        .connect_timeout(ms(200))
+        .retry_policy(one_attempt)
+        .build()
+        .expect("client");
+    let response = client.get("c", "/x").send().await.expect("requeued");
+    assert_eq!(response.destination().id(), "b");
+    match response.failed_attempts() {
+        [failed] => {
+            assert_eq!(failed.destination, "a-hole");
+            assert!(
+                failed.error.is_connect() && failed.error.is_timeout(),
+                "{:?}",
+                failed.error
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(response);
+
+    // The default connect timeout: the attempt ends as a connect failure after about 2 s, long
+    // before the 15 s attempt timeout.
+    let client = HealthAwareClient::builder(engine.clone())
+        .http_builder(reqwest::Client::builder().no_proxy())
+        .retry_policy(one_attempt)
+        .build()
+        .expect("client");
+    let started = Instant::now();
+    let response = client.get("c", "/x").send().await.expect("requeued");
+    let took = started.elapsed();
+    assert!(
+        took >= Timeouts::DEFAULT_CONNECT - ms(50) && took < Timeouts::DEFAULT_CONNECT + ms(2000),
+        "{took:?}"
+    );
+    assert!(response.failed_attempts()[0].error.is_connect());
+
+    let err = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .connect_timeout(ms(100))
+        .build()
+        .expect_err("a built client cannot take a connect timeout");
+    assert!(
+        matches!(&err, ClientError::Builder(text) if text.contains("connect_timeout")),
+        "{err:?}"
+    );
+}
+
+// ---- 10. status retries -----------------------------------------------------------------------
+
+/// `a-503` answers every request 503; `b` and `c` answer. With the default PowerOfTwoChoices,
+/// a third of first attempts land on `a-503`: no 503 reaches a caller of a retryable request
+/// (each such call was retried on another destination, which its response lists), while
+/// non-retryable POSTs that land there get the 503 itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_from_one_of_three_never_reaches_callers_of_retryable_requests() {
+    let bad = RawServer::start(Mode::Status(503)).await;
+    let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[
+            ("a-503", bad.url(), 0),
+            ("b", b.url(), 0),
+            ("c", c.url(), 0)
+        ])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let mut retried = 0;
+    for _ in 0..120 {
+        let response = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), 200, "{}", response.destination().id());
+        match response.failed_attempts() {
+            [] => {}
+            [failed] => {
+                assert_eq!(failed.destination, "a-503");
+                assert_eq!(failed.error.status().map(|s| s.as_u16()), Some(503));
+                retried += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        retried > 0,
+        "no call landed on a-503: the test proves nothing"
+    );
+    let gets = bad.hits().iter().filter(|h| h.method == "GET").count();
+    assert_eq!(gets, retried);
+
+    let mut got_503 = 0;
+    for _ in 0..60 {
+        let response = client
+            .post("c", "/api/orders")
+            .body("x")
+            .send()
+            .await
+            .expect("answered");
+        assert!(
+            response.failed_attempts().is_empty(),
+            "a POST is not retried"
+        );
+        match response.status().as_u16() {
+            503 => {
+                assert_eq!(response.destination().id(), "a-503");
+                got_503 += 1;
+            }
+            200 => {}
+            other => panic!("{other}"),
+        }
+    }
+    assert!(
+        got_503 > 0,
+        "no POST landed on a-503: the test proves nothing"
+    );
+    let posts = bad.hits().iter().filter(|h| h.method == "POST").count();
+    assert_eq!(posts, got_503);
+    assert_eq!(destination(&engine, "c", "a-503").in_flight, 0);
+}
+
+/// What status retries leave alone, and what a caller gets when every destination answers
+/// badly: a status outside the set (500) and a 503 with `Retry-After` come back as they are;
+/// an empty set turns status retries off; with three destinations answering 503 each is tried
+/// once and the caller gets the last response (with the other two listed), or the second one
+/// when only two attempts are allowed; a 503 followed by a failure with nothing left to try
+/// gives the caller that 503. `error_for_status` turns an error status into a typed error.
+#[tokio::test]
+async fn status_retries_stop_at_the_last_response() {
+    let echo = EchoServer::start("z-echo").await;
+    let s500 = RawServer::start(Mode::Status(500)).await;
+    let response = ordered_client(&[("a-500", s500.url(), 0), ("z-echo", echo.url(), 0)], "")
+        .get("c", "/x")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(
+        (response.status().as_u16(), response.destination().id()),
+        (500, "a-500")
+    );
+    drop(response);
+
+    let later = RawServer::start(Mode::StatusRetryAfter(503)).await;
+    let response = ordered_client(
+        &[("a-later", later.url(), 0), ("z-echo", echo.url(), 0)],
+        "",
+    )
+    .get("c", "/x")
+    .send()
+    .await
+    .expect("answered");
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    drop(response);
+
+    let s503 = [
+        RawServer::start(Mode::Status(503)).await,
+        RawServer::start(Mode::Status(503)).await,
+        RawServer::start(Mode::Status(503)).await,
+    ];
+    let engine = Engine::from_json(&ordered_config(
+        &[
+            ("a-503", s503[0].url(), 0),
+            ("b-503", s503[1].url(), 0),
+            ("c-503", s503[2].url(), 0),
+        ],
+        "",
+    ))
+    .expect("config");
+    let off = HealthAwareClient::with_retry_policy(
+        http_client(),
+        engine.clone(),
+        RetryPolicy {
+            retry_statuses: RetryStatuses::NONE,
+            ..RetryPolicy::default()
+        },
+    );
+    let response = off.get("c", "/x").send().await.expect("answered");
+    assert_eq!(
+        (response.status().as_u16(), response.destination().id()),
+        (503, "a-503")
+    );
+    drop(response);
+    assert_eq!(echo.served(), 0, "nothing was retried so far");
+
+    let before: Vec<u64> = s503.iter().map(RawServer::accepts).collect();
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let response = client
+        .get("c", "/x")
+        .send()
+        .await
+        .expect("the last response");
+    assert_eq!(
+        (response.status().as_u16(), response.destination().id()),
+        (503, "c-503")
+    );
+    let failed: Vec<_> = response
+        .failed_attempts()
+        .iter()
+        .map(|a| (a.destination.as_str(), a.error.status().map(|s| s.as_u16())))
+        .collect();
+    assert_eq!(failed, [("a-503", Some(503)), ("b-503", Some(503))]);
+    let after: Vec<u64> = s503.iter().map(RawServer::accepts).collect();
+    assert_eq!(
+        after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect::<Vec<_>>(),
+        [1, 1, 1],
+        "each destination once"
+    );
+    let err = response.error_for_status().expect_err("503 is an error");
+    assert!(
+        matches!(&err, ClientError::Status { cluster, destination, status, .. }
+            if cluster == "c" && destination == "c-503" && status.as_u16() == 503),
+        "{err:?}"
+    );
+    assert_eq!(err.status().map(|s| s.as_u16()), Some(503));
+    assert!(err.to_string().contains("c-503"), "{err}");
+
+    let two = HealthAwareClient::with_retry_policy(
+        http_client(),
+        engine,
+        RetryPolicy {
+            max_attempts: 2,
+            ..RetryPolicy::default()
+        },
+    );
+    let response = two.get("c", "/x").send().await.expect("answered");
+    assert_eq!(response.destination().id(), "b-503");
+    assert!(response.error_for_status_ref().is_err());
+    drop(response);
+
+    let reset = RawServer::start(Mode::Reset).await;
+    let response = ordered_client(
+        &[("a-503", s503[0].url(), 0), ("b-reset", reset.url(), 0)],
+        "",
+    )
+    .get("c", "/x")
+    .send()
+    .await
+    .expect("the 503 comes back");
+    assert_eq!(
+        (response.status().as_u16(), response.destination().id()),
+        (503, "a-503")
+    );
+    let failed = response.failed_attempts();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].destination, "b-reset");
+    assert!(failed[0].error.reqwest().is_some());
+    assert_eq!(reset.accepts(), 1);
+
+    let ok = ordered_client(&[("z-echo", echo.url(), 0)], "")
+        .get("c", "/x")
+        .send()
+        .await
+        .expect("answered")
+        .error_for_status()
+        .expect("200 is no error");
+    assert_eq!(ok.status(), 200);
+}
+
+// ---- 11. a tier dies; everything dies (child processes, SIGKILL) ------------------------------
+
+/// A GET on cluster `c` whose body must be the name of the backend that answered.
+async fn call_named(client: &HealthAwareClient) -> Result<Answer, String> {
+    call(client).await
+}
+
+/// Tier 0 is three child processes, tier 1 two in-process backends; no health checks at all,
+/// so nothing ever ejects tier 0 and every call after the kill has to step over it. 2 s after
+/// the first request every tier-0 process is killed (SIGKILL). No caller sees an error: calls in
+/// flight on a dead connection leave the tier, new calls step over three refused connections
+/// (requeued, and their budget tokens given back once answered), for as long as the outage lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_every_tier0_process_two_seconds_after_the_first_request_costs_no_error() {
+    init_tracing();
+    let mut tier0: Vec<ChildBackend> = ["t0-a", "t0-b", "t0-c"]
+        .into_iter()
+        .map(ChildBackend::start)
+        .collect();
+    let tier1 = [
+        Backend::start("t1-a").await.expect("backend"),
+        Backend::start("t1-b").await.expect("backend"),
+    ];
+    let mut list: Vec<_> = ["t0-a", "t0-b", "t0-c"]
+        .iter()
+        .zip(&tier0)
+        .map(|(id, c)| (*id, c.url().to_string(), 0))
+        .collect();
+    list.extend([("t1-a", tier1[0].url(), 1), ("t1-b", tier1[1].url(), 1)]);
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&list)
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    let load = Load::start_with(8, usize::MAX, {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move { call_named(&client).await }
+        }
+    });
+    load.wait_for_more(1).await;
+    let first = Instant::now();
+    tokio::time::sleep_until(first + Duration::from_secs(2)).await;
+    let killing = Instant::now();
+    for child in &mut tier0 {
+        child.kill();
+    }
+    let killed_at = Instant::now();
+    load.wait_for_more(1000).await;
+    load.stop();
+    let (answers, errors) = load.finish().await;
+    assert!(
+        errors.is_empty(),
+        "{} caller-visible errors among {} calls, the first: {:?}",
+        errors.len(),
+        errors.len() + answers.len(),
+        errors.first()
+    );
+    let before = answers.iter().filter(|a| a.at < killing).count();
+    let after: Vec<_> = answers
+        .iter()
+        .filter(|a| a.at > killed_at + ms(100))
+        .collect();
+    assert!(
+        before >= 50 && after.len() >= 500,
+        "{before} / {}",
+        after.len()
+    );
+    assert!(
+        answers
+            .iter()
+            .filter(|a| a.at < killing)
+            .all(|a| a.destination.starts_with("t0")),
+        "tier 1 answered while tier 0 was alive"
+    );
+    assert!(after.iter().all(|a| a.destination.starts_with("t1")));
+    eprintln!(
+        "tier 0 killed: {} calls, 0 errors; {before} before the kill, {} after it",
+        answers.len(),
+        answers.len() - before
+    );
+}
+
+/// Five child processes over three tiers, all killed: every call fails fast (every attempt a
+/// refused connection, no timeout), the first calls name every destination in tier order, and
+/// the outage adds no more attempts than the budget allows: at most 20% of the calls of the
+/// window (10 s) plus its reserve of 10 per second, 100 (RetryPolicy's defaults).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_destination_dead_fails_fast_and_extra_attempts_stay_within_the_budget() {
+    let names = ["t0-a", "t0-b", "t1-a", "t1-b", "t2-a"];
+    let mut children: Vec<ChildBackend> = names.into_iter().map(ChildBackend::start).collect();
+    let list: Vec<_> = names
+        .iter()
+        .zip(&children)
+        .map(|(id, c)| (*id, c.url().to_string(), (id.as_bytes()[1] - b'0') as u32))
+        .collect();
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&list)
+    ))
+    .expect("config");
+    let client = HealthAwareClient::new(http_client(), engine);
+    const WARM: usize = 20;
+    for _ in 0..WARM {
+        call(&client).await.expect("alive");
+    }
+    for child in &mut children {
+        child.kill();
+    }
+    const CALLS: usize = 300;
+    let started = Instant::now();
+    let mut attempts = 0;
+    let mut naming_all = 0;
+    for i in 0..CALLS {
+        let err = client
+            .get("c", "/api/orders")
+            .send()
+            .await
+            .expect_err("everything is dead");
+        let tried = tried(&err);
+        assert!(
+            err.attempts().iter().all(|a| a.error.is_connect()),
+            "call {i}: {err}"
+        );
+        let distinct: HashSet<_> = tried.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            tried.len(),
+            "a destination tried twice: {tried:?}"
+        );
+        if i == 0 {
+            let tiers: Vec<u8> = tried.iter().map(|id| id.as_bytes()[1]).collect();
+            assert_eq!(
+                tiers, b"00112",
+                "every destination, in tier order: {tried:?}"
+            );
+        }
+        naming_all += usize::from(tried.len() == names.len());
+        attempts += tried.len();
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "the bound below assumes one window"
+    );
+    let extra = attempts - CALLS;
+    let bound = 100 + (WARM + CALLS) / 5 + 1;
+    assert!(
+        extra <= bound,
+        "{CALLS} calls made {attempts} attempts: {extra} extra, more than the budget's {bound}"
+    );
+    assert!(
+        naming_all >= 20,
+        "only {naming_all} calls named every destination"
+    );
+    eprintln!(
+        "total outage: {CALLS} calls in {elapsed:?} made {attempts} attempts ({extra} extra, \
+         +{:.0}%; bound {bound}); {naming_all} calls named all {} destinations",
+        extra as f64 * 100.0 / CALLS as f64,
+        names.len()
+    );
+}
+
+// ---- 12. hedging ------------------------------------------------------------------------------
+
+/// `a-slow` takes 5 s to answer, `b-fast` answers at once; FirstAlphabetical sends every first
+/// attempt to `a-slow`. With hedging after 50 ms (every call may hedge), every call is answered
+/// by `b-fast`, lists no failed attempt, and the attempt on `a-slow` is cancelled: reported as
+/// `Cancelled`, a success (20 failures would have ejected it), and no longer in flight. A request
+/// can turn hedging off (it then waits for its own timeout); a POST never hedges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedge_answers_what_a_slow_destination_holds_and_the_loser_is_cancelled() {
+    init_tracing();
+    let slow = EchoServer::start("a-slow").await;
+    slow.set_delay(Duration::from_secs(5));
+    let fast = EchoServer::start("b-fast").await;
+    let engine = Engine::from_json(&format!(
+        r#"{{
+        "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+        "Clusters": {{ "c": {{
+            "LoadBalancingPolicy": "FirstAlphabetical",
+            "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("a-slow", slow.url(), 0), ("b-fast", fast.url(), 0)])
+    ))
+    .expect("config");
+    let client = HealthAwareClient::builder(engine.clone())
+        .http(http_client())
+        .hedging(Hedging::after(ms(50)).max_share(1.0))
+        .build()
+        .expect("client");
+    for i in 0..20 {
+        let started = Instant::now();
+        let response = client.get("c", "/x").send().await.expect("hedged");
+        assert_eq!(response.destination().id(), "b-fast", "call {i}");
+        assert!(
+            response.failed_attempts().is_empty(),
+            "a lost hedge race is no failure"
+        );
+        let seen: serde_json::Value = response.json().await.expect("echo");
+        assert_eq!(seen["server"], "b-fast");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "call {i} waited for a-slow"
+        );
+    }
+    assert_eq!((slow.served(), fast.served()), (20, 20));
+    let status = destination(&engine, "c", "a-slow");
+    assert_eq!(status.passive, HealthState::Healthy, "{status:?}");
+    assert_eq!(status.in_flight, 0);
+
+    let response = client
+        .get("c", "/x")
+        .hedging(None)
+        .timeout(ms(300))
+        .send()
+        .await
+        .expect("failed over after the timeout");
+    assert_eq!(response.destination().id(), "b-fast");
+    assert!(response.failed_attempts()[0].error.is_timeout());
+    drop(response);
+
+    let err = client
+        .post("c", "/x")
+        .body("x")
+        .timeout(ms(300))
+        .send()
+        .await
+        .expect_err("a POST is neither hedged nor retried");
+    assert_eq!(tried(&err), ["a-slow"]);
+    assert_eq!(fast.served(), 21);
+}
+
+/// Hedges are capped as a share of calls (5% by default): with one slow destination of three
+/// (100 ms) and a 10 ms hedge delay, a third of the calls would hedge, yet no more than one in
+/// twenty does (counted as requests beyond one per call: nothing fails). Hedges take retry
+/// budget too: with none, a call waits for its slow destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedges_never_exceed_their_cap_and_take_retry_budget() {
+    let servers = [
+        EchoServer::start("a").await,
+        EchoServer::start("b").await,
+        EchoServer::start("c").await,
+    ];
+    servers[1].set_delay(ms(100));
+    let list: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .zip(&servers)
+        .map(|(id, s)| (*id, s.url(), 0))
+        .collect();
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&list)
+    ))
+    .expect("config");
+    let client = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .hedging(Hedging::after(ms(10)))
+        .build()
+        .expect("client");
+    const CALLS: u64 = 100;
+    let mut slow_first = 0;
+    for _ in 0..CALLS {
+        let served_b = servers[1].served();
+        let response = client.get("c", "/x").send().await.expect("answered");
+        assert!(response.failed_attempts().is_empty());
+        slow_first +=
+            u64::from(servers[1].served() > served_b && response.destination().id() == "b");
+    }
+    let requests: u64 = servers.iter().map(EchoServer::served).sum();
+    let hedges = requests - CALLS;
+    assert!(hedges >= 1, "no hedge at all");
+    assert!(hedges <= CALLS / 20, "{hedges} hedges for {CALLS} calls");
+    assert!(
+        slow_first + hedges >= 10,
+        "too few calls met the slow destination for the cap to matter"
+    );
+
+    let (slow, other) = (
+        EchoServer::start("a-slow").await,
+        EchoServer::start("b").await,
+    );
+    slow.set_delay(ms(300));
+    let engine = Engine::from_json(&ordered_config(
+        &[("a-slow", slow.url(), 0), ("b", other.url(), 0)],
+        "",
+    ))
+    .expect("config");
+    let broke = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .retry_policy(RetryPolicy {
+            retry_ratio: 0.0,
+            min_retries_per_second: 0,
+            ..RetryPolicy::default()
+        })
+        .hedging(Hedging::after(ms(10)).max_share(1.0))
+        .build()
+        .expect("client");
+    let response = broke.get("c", "/x").send().await.expect("answered");
+    assert_eq!(response.destination().id(), "a-slow", "no budget, no hedge");
+    assert_eq!(other.served(), 0);
+}
+
+/// Hedging at a percentile waits for what the cluster's recent answers say: while fewer than 16
+/// are known, a call does not hedge (it times out on a slow destination and fails over); once
+/// they are, a call on a destination that turned slow hedges after about the 90th percentile of
+/// those answers and is answered by the other destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedging_at_a_percentile_follows_the_clusters_recent_latencies() {
+    let (a, b) = (EchoServer::start("a").await, EchoServer::start("b").await);
+    let engine = Engine::from_json(&ordered_config(&[("a", a.url(), 0), ("b", b.url(), 0)], ""))
+        .expect("config");
+    let client = HealthAwareClient::builder(engine)
+        .http(http_client())
+        .timeouts(Timeouts {
+            attempt: Some(ms(500)),
+            ..Timeouts::default()
+        })
+        .hedging(Hedging::at_percentile(90.0).max_share(1.0))
+        .build()
+        .expect("client");
+    a.set_delay(Duration::from_secs(3));
+    let response = client.get("c", "/x").send().await.expect("failed over");
+    assert_eq!(response.destination().id(), "b");
+    assert!(
+        response.failed_attempts()[0].error.is_timeout(),
+        "no percentile known yet, so no hedge"
+    );
+    drop(response);
+    a.set_delay(Duration::ZERO);
+    for _ in 0..20 {
+        let response = client.get("c", "/x").send().await.expect("answered");
+        assert_eq!(response.destination().id(), "a");
+    }
+    a.set_delay(Duration::from_secs(3));
+    let started = Instant::now();
+    let response = client.get("c", "/x").send().await.expect("hedged");
+    assert_eq!(response.destination().id(), "b");
+    assert!(
+        response.failed_attempts().is_empty(),
+        "hedged, not timed out"
+    );
+    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
+}
+
+// ---- 13. the child-process harness ------------------------------------------------------------
+
+/// The entry point of the child processes [`ChildBackend`] starts (this test binary, run again
+/// with only this test): there it serves until killed. Run as an ordinary test, it checks the
+/// harness the process tests rely on: a child answers with its name, SIGSTOP freezes it (a
+/// request gets no answer) until SIGCONT, and SIGKILL makes its port refuse connections.
+#[test]
+fn child_backend_process() {
+    client_support::run_child_backend_if_asked();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut child = ChildBackend::start("kid");
+        let http = http_client();
+        let url = format!("{}x", child.url());
+        let get = || async { http.get(&url).send().await?.text().await };
+        assert_eq!(get().await.expect("answers"), "kid");
+        child.signal("STOP");
+        assert!(
+            tokio::time::timeout(ms(300), get()).await.is_err(),
+            "a stopped child answered"
+        );
+        child.signal("CONT");
+        assert_eq!(get().await.expect("answers again"), "kid");
+        child.kill();
+        // A fresh client: the old one's pooled connection would fail as closed, not refused.
+        let err = http_client().get(&url).send().await.expect_err("killed");
+        assert!(err.is_connect(), "{err:?}");
+    });
+}
+
 // ---- 8. reqwest-middleware --------------------------------------------------------------------
 
 #[cfg(feature = "middleware")]
 mod middleware {
     use super::*;
-    use healthpick::middleware::{HealthPickMiddleware, Retryable};
+    use healthpick::middleware::{
+        client_error, CallTimeout, HealthPickMiddleware, NoHedging, Retryable,
+    };
     use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
     fn client(engine: &Engine) -> ClientWithMiddleware {
@@ -1297,10 +2297,9 @@ mod middleware {
             .send()
             .await
             .expect_err("not retried");
-        assert!(
-            !err.is_middleware(),
-            "the transport error comes back: {err:?}"
-        );
+        let typed = client_error(&err).expect("healthpick's error");
+        assert_eq!(tried(typed), ["a-reset"]);
+        assert!(typed.reqwest_error().is_some(), "{typed:?}");
         assert_eq!((reset.accepts(), echo.served()), (1, 0));
 
         let response = client
@@ -1368,8 +2367,10 @@ mod middleware {
             .send()
             .await
             .expect_err("an unmarked POST is not requeued");
-        assert!(err.is_connect(), "{err:?}");
-        assert_eq!(echo.served(), 1, "sent once, to a-dead only");
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_connect(), "{typed:?}");
+        assert_eq!(tried(typed), ["a-dead"], "sent once, to a-dead only");
+        assert_eq!(echo.served(), 1);
         let response = client
             .post("http://c/api/orders")
             .body("two")
@@ -1392,20 +2393,23 @@ mod middleware {
         let err = text(&strict, "http://c/api/orders")
             .await
             .expect_err("three refused attempts");
-        assert!(err.is_connect(), "{err:?}");
-        assert!(
-            err.url()
-                .is_some_and(|u| u.as_str() == format!("{}api/orders", list[2].1)),
-            "the third attempt, on c-dead, is the last: {err:?}"
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_connect(), "{typed:?}");
+        assert_eq!(tried(typed), ["a-dead", "b-dead", "c-dead"]);
+        assert_eq!(
+            typed.attempts()[2].url.as_str(),
+            format!("{}api/orders", list[2].1),
+            "the third attempt, on c-dead, is the last"
         );
         assert_eq!(echo.served(), 2);
     }
 
-    /// When every destination was tried and failed, the caller gets the transport error of the
-    /// last attempt, as from the wrapped client, not "no available destinations" (which says
-    /// nothing was sent).
+    /// When every destination was tried and failed, the caller gets healthpick's error naming
+    /// every attempt (with the reqwest error of each), as from the wrapped client, and not "no
+    /// available destinations" (which says nothing was sent). It is a `Middleware` error, which
+    /// reqwest-retry's default strategy does not retry: the failover already did.
     #[tokio::test]
-    async fn exhausted_failover_returns_the_transport_error() {
+    async fn exhausted_failover_returns_every_attempt() {
         let reset = RawServer::start(Mode::Reset).await;
         let engine = Engine::from_json(&ordered_config(&[("only", reset.url(), 0)], "")).unwrap();
         let client = client(&engine);
@@ -1415,17 +2419,400 @@ mod middleware {
             .await
             .expect_err("the only destination resets");
         assert_eq!(reset.accepts(), 1);
-        if let reqwest_middleware::Error::Middleware(inner) = &err {
-            let typed = inner.downcast_ref::<ClientError>();
-            assert!(
-                !typed.is_some_and(ClientError::is_no_available_destinations),
-                "a request was sent and failed, yet the error says no destination was \
-                 available: {err}"
-            );
-        }
+        assert!(err.is_middleware(), "{err:?}");
+        let typed = client_error(&err).expect("the error is a ClientError");
+        assert!(!typed.is_no_available_destinations(), "{typed}");
         assert!(
-            matches!(err, reqwest_middleware::Error::Reqwest(_)),
-            "{err:?}"
+            matches!(typed, ClientError::Request { cluster, .. } if cluster == "c"),
+            "{typed:?}"
         );
+        assert_eq!(tried(typed), ["only"]);
+        assert!(typed.reqwest_error().is_some(), "{typed:?}");
+        assert!(err.to_string().contains("only"), "{err}");
+    }
+
+    /// Whether `err` is healthpick's error for a call whose last attempt timed out; how long
+    /// it had, when healthpick's own timer ended it.
+    fn middleware_timeout(err: &reqwest_middleware::Error) -> Duration {
+        let typed = client_error(err).unwrap_or_else(|| panic!("not healthpick's: {err:?}"));
+        assert!(typed.is_timeout(), "{typed}");
+        match &typed.attempts().last().expect("an attempt").error {
+            AttemptError::TimedOut(had) => *had,
+            other => panic!("not healthpick's timeout: {other:?}"),
+        }
+    }
+
+    /// The middleware with its defaults gives the same guarantee as the client: a frozen
+    /// destination holds no caller longer than the default attempt timeout plus a margin,
+    /// retryable calls fail over, a POST is not retried, passive checks see the timeouts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_frozen_destination_holds_callers_of_the_default_middleware_one_attempt_timeout() {
+        let frozen = RawServer::start(Mode::Hang).await;
+        let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+        let engine = Engine::from_json(&frozen_config(&frozen, &b, &c)).expect("config");
+        let client = client(&engine);
+        let started = Instant::now();
+        let mut calls = JoinSet::new();
+        for _ in 0..6 {
+            let client = client.clone();
+            calls.spawn(async move {
+                let body = text(&client, "http://c/api/orders").await;
+                (Instant::now(), body)
+            });
+        }
+        let post = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let result = client.post("http://c/api/orders").body("x").send().await;
+                (Instant::now(), result.map(|r| r.status()))
+            })
+        };
+        let bound = Timeouts::DEFAULT_ATTEMPT + Duration::from_secs(5);
+        let results = tokio::time::timeout(bound + Duration::from_secs(5), async {
+            let mut out = Vec::new();
+            while let Some(done) = calls.join_next().await {
+                out.push(done.expect("caller task"));
+            }
+            out
+        })
+        .await
+        .expect("callers still waiting well past the attempt timeout");
+        for (at, body) in results {
+            let seen: serde_json::Value =
+                serde_json::from_str(&body.expect("failed over")).expect("echo");
+            assert_eq!(seen["server"], "b");
+            assert!(at - started <= bound, "a caller waited {:?}", at - started);
+        }
+        let (at, post) = post.await.expect("post task");
+        let err = post.expect_err("a POST is not retried");
+        assert!(at - started <= bound);
+        assert_eq!(middleware_timeout(&err), Timeouts::DEFAULT_ATTEMPT);
+        assert_eq!(tried(client_error(&err).unwrap()), ["a-frozen"]);
+        assert_eq!(b.served() + c.served(), 6);
+        let status = destination(&engine, "c", "a-frozen");
+        assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+        assert_eq!(status.in_flight, 0);
+    }
+
+    /// Timeouts through the middleware, most specific first: reqwest's own per-request
+    /// `timeout`, then the cluster's `HttpRequest:ActivityTimeout`, then the middleware's; the
+    /// `CallTimeout` extension bounds the whole call. A body that stalls after the headers is cut
+    /// by reqwest's timeout, which the middleware sets from the attempt's deadline.
+    #[tokio::test]
+    async fn timeouts_through_the_middleware() {
+        let (h1, h2) = (
+            RawServer::start(Mode::Hang).await,
+            RawServer::start(Mode::Hang).await,
+        );
+        let stalling = RawServer::start(Mode::StallBody).await;
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{
+            "plain": {{ "Destinations": {{ "p": {{ "Address": "{}" }} }} }},
+            "stall": {{ "Destinations": {{ "s": {{ "Address": "{}" }} }} }},
+            "slow": {{ "HttpRequest": {{ "ActivityTimeout": "00:00:00.2" }},
+                       "Destinations": {{ "s": {{ "Address": "{}" }} }} }} }} }}"#,
+            h1.url(),
+            stalling.url(),
+            h2.url()
+        ))
+        .expect("config");
+        let client = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine)
+                    .timeouts(Timeouts {
+                        attempt: Some(ms(400)),
+                        call: Some(Duration::from_secs(5)),
+                    })
+                    .build(),
+            )
+            .build();
+        let err = client.get("http://plain/x").send().await.unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(400), "the middleware's");
+        let err = client.get("http://slow/x").send().await.unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(200), "the cluster's");
+        let err = client
+            .get("http://slow/x")
+            .timeout(ms(100))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(100), "the request's");
+        let err = client
+            .get("http://plain/x")
+            .with_extension(CallTimeout(ms(150)))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(middleware_timeout(&err), ms(150), "the call's");
+
+        let started = Instant::now();
+        let response = client.get("http://stall/x").send().await.expect("headers");
+        let err = response.text().await.expect_err("the body stalls");
+        assert!(err.is_timeout(), "{err:?}");
+        let took = started.elapsed();
+        assert!(took >= ms(390) && took < ms(2000), "{took:?}");
+    }
+
+    /// As with the client: no 503 of one destination in three reaches callers of retryable
+    /// requests through the middleware; non-retryable POSTs that land there get it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_503_from_one_of_three_never_reaches_retryable_callers_through_the_middleware() {
+        let bad = RawServer::start(Mode::Status(503)).await;
+        let (b, c) = (EchoServer::start("b").await, EchoServer::start("c").await);
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&[
+                ("a-503", bad.url(), 0),
+                ("b", b.url(), 0),
+                ("c", c.url(), 0)
+            ])
+        ))
+        .expect("config");
+        let client = client(&engine);
+        for _ in 0..120 {
+            let response = client
+                .get("http://c/api/orders")
+                .send()
+                .await
+                .expect("answered");
+            assert_eq!(response.status(), 200);
+        }
+        let gets = bad.hits().iter().filter(|h| h.method == "GET").count();
+        assert!(gets > 0, "no call landed on a-503: the test proves nothing");
+        assert_eq!(b.served() + c.served(), 120);
+        let mut got_503 = 0;
+        for _ in 0..60 {
+            let response = client
+                .post("http://c/api/orders")
+                .body("x")
+                .send()
+                .await
+                .expect("answered");
+            got_503 += usize::from(response.status() == 503);
+        }
+        assert!(got_503 > 0, "no POST landed on a-503");
+        let posts = bad.hits().iter().filter(|h| h.method == "POST").count();
+        assert_eq!(posts, got_503, "POSTs are not retried");
+        assert_eq!(b.served() + c.served(), 120 + 60 - got_503 as u64);
+        assert_eq!(destination(&engine, "c", "a-503").in_flight, 0);
+    }
+
+    /// Tier 0 as three child processes killed 2 s after the first request, through the
+    /// middleware: no caller sees an error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn killing_every_tier0_process_costs_no_error_through_the_middleware() {
+        let mut tier0: Vec<ChildBackend> = ["t0-a", "t0-b", "t0-c"]
+            .into_iter()
+            .map(ChildBackend::start)
+            .collect();
+        let tier1 = [
+            Backend::start("t1-a").await.expect("backend"),
+            Backend::start("t1-b").await.expect("backend"),
+        ];
+        let mut list: Vec<_> = ["t0-a", "t0-b", "t0-c"]
+            .iter()
+            .zip(&tier0)
+            .map(|(id, c)| (*id, c.url().to_string(), 0))
+            .collect();
+        list.extend([("t1-a", tier1[0].url(), 1), ("t1-b", tier1[1].url(), 1)]);
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&list)
+        ))
+        .expect("config");
+        let client = client(&engine);
+        let load = Load::start_with(8, usize::MAX, move || {
+            let client = client.clone();
+            async move {
+                let body = text(&client, "http://c/api/orders")
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                Ok(Answer {
+                    at: Instant::now(),
+                    destination: body,
+                    failed_on: Vec::new(),
+                })
+            }
+        });
+        load.wait_for_more(1).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let killing = Instant::now();
+        for child in &mut tier0 {
+            child.kill();
+        }
+        let killed_at = Instant::now();
+        load.wait_for_more(1000).await;
+        load.stop();
+        let (answers, errors) = load.finish().await;
+        assert!(
+            errors.is_empty(),
+            "{} caller-visible errors among {} calls, the first: {:?}",
+            errors.len(),
+            errors.len() + answers.len(),
+            errors.first()
+        );
+        assert!(answers
+            .iter()
+            .filter(|a| a.at < killing)
+            .all(|a| a.destination.starts_with("t0")));
+        let after: Vec<_> = answers
+            .iter()
+            .filter(|a| a.at > killed_at + ms(100))
+            .collect();
+        assert!(after.len() >= 500, "{}", after.len());
+        assert!(after.iter().all(|a| a.destination.starts_with("t1")));
+    }
+
+    /// Everything dead, through the middleware: calls fail fast with healthpick's error naming
+    /// the destinations tried (all five for the first calls), within the same budget bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_destination_dead_through_the_middleware_stays_within_the_budget() {
+        let names = ["t0-a", "t0-b", "t1-a", "t1-b", "t2-a"];
+        let mut children: Vec<ChildBackend> = names.into_iter().map(ChildBackend::start).collect();
+        let list: Vec<_> = names
+            .iter()
+            .zip(&children)
+            .map(|(id, c)| (*id, c.url().to_string(), (id.as_bytes()[1] - b'0') as u32))
+            .collect();
+        let engine = Engine::from_json(&format!(
+            r#"{{ "Clusters": {{ "c": {{ "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&list)
+        ))
+        .expect("config");
+        let client = client(&engine);
+        const WARM: usize = 20;
+        for _ in 0..WARM {
+            text(&client, "http://c/api/orders").await.expect("alive");
+        }
+        for child in &mut children {
+            child.kill();
+        }
+        const CALLS: usize = 300;
+        let started = Instant::now();
+        let mut attempts = 0;
+        for i in 0..CALLS {
+            let err = text(&client, "http://c/api/orders")
+                .await
+                .expect_err("everything is dead");
+            let typed = client_error(&err).expect("healthpick's error");
+            assert!(
+                typed.attempts().iter().all(|a| a.error.is_connect()),
+                "{typed}"
+            );
+            if i == 0 {
+                let tried = tried(typed);
+                let tiers: Vec<u8> = tried.iter().map(|id| id.as_bytes()[1]).collect();
+                assert_eq!(
+                    tiers, b"00112",
+                    "every destination, in tier order: {tried:?}"
+                );
+            }
+            attempts += typed.attempts().len();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let extra = attempts - CALLS;
+        let bound = 100 + (WARM + CALLS) / 5 + 1;
+        assert!(extra <= bound, "{extra} extra attempts, bound {bound}");
+        assert!(extra >= 100, "the budget's reserve was not used: {extra}");
+    }
+
+    /// Hedging through the middleware, set on the middleware or per request (the `Hedging`
+    /// extension; `NoHedging` turns it off): a slow destination's calls are answered by the
+    /// other, and the lost attempt is cancelled, not failed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hedging_through_the_middleware() {
+        let slow = EchoServer::start("a-slow").await;
+        slow.set_delay(Duration::from_secs(5));
+        let fast = EchoServer::start("b-fast").await;
+        let engine = Engine::from_json(&format!(
+            r#"{{
+            "HealthPolicies": {{ "MinimalTotalCountThreshold": 4 }},
+            "Clusters": {{ "c": {{
+                "LoadBalancingPolicy": "FirstAlphabetical",
+                "HealthCheck": {{ "Passive": {{ "Enabled": true }} }},
+                "Destinations": {{ {} }} }} }} }}"#,
+            destinations(&[("a-slow", slow.url(), 0), ("b-fast", fast.url(), 0)])
+        ))
+        .expect("config");
+        let hedged = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine.clone())
+                    .hedging(Hedging::after(ms(50)).max_share(1.0))
+                    .build(),
+            )
+            .build();
+        let plain = client(&engine);
+        for i in 0..10 {
+            let body = text(&hedged, "http://c/x").await.expect("hedged");
+            let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(seen["server"], "b-fast", "call {i}");
+            let body = plain
+                .get("http://c/x")
+                .with_extension(Hedging::after(ms(50)).max_share(1.0))
+                .send()
+                .await
+                .expect("hedged per request")
+                .text()
+                .await
+                .unwrap();
+            let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(seen["server"], "b-fast", "call {i}");
+        }
+        assert_eq!((slow.served(), fast.served()), (20, 20));
+        let status = destination(&engine, "c", "a-slow");
+        assert_eq!(status.passive, HealthState::Healthy, "{status:?}");
+        assert_eq!(status.in_flight, 0);
+        let response = hedged
+            .get("http://c/x")
+            .with_extension(NoHedging)
+            .timeout(ms(200))
+            .send()
+            .await
+            .expect("failed over after the timeout");
+        assert_eq!(response.status(), 200);
+        assert_eq!(fast.served(), 21);
+        assert_eq!(slow.served(), 21);
+    }
+
+    /// With strict routing, a host that looks like a cluster id but names none is an error
+    /// (nothing is sent, no DNS lookup); hosts with dots, IP addresses and `localhost` pass
+    /// through, and clusters are routed as ever.
+    #[tokio::test]
+    async fn strict_routing_refuses_unknown_cluster_like_hosts() {
+        let inside = Backend::start("inside").await.expect("backend");
+        let outside = Backend::start("outside").await.expect("backend");
+        let engine =
+            Engine::from_json(&ordered_config(&[("inside", inside.url(), 0)], "")).unwrap();
+        let strict = ClientBuilder::new(http_client())
+            .with(
+                HealthPickMiddleware::builder(engine)
+                    .strict_routing(true)
+                    .build(),
+            )
+            .build();
+        let err = text(&strict, "http://paymnts/api/orders")
+            .await
+            .expect_err("not a cluster");
+        let typed = client_error(&err).expect("healthpick's error");
+        assert!(typed.is_unknown_cluster(), "{typed:?}");
+        assert_eq!(typed.cluster(), Some("paymnts"));
+        assert_eq!(text(&strict, "http://c/x").await.unwrap(), "inside");
+        assert_eq!(
+            text(&strict, &format!("{}x", outside.url())).await.unwrap(),
+            "outside"
+        );
+        let port = addr_of(&outside.url()).port();
+        assert_eq!(
+            text(&strict, &format!("http://localhost:{port}/x"))
+                .await
+                .unwrap(),
+            "outside"
+        );
+        assert_eq!((inside.served(), outside.served()), (1, 2));
+        let closed = ClosedPort::reserve();
+        let err = text(&strict, &format!("{}x", closed.url()))
+            .await
+            .expect_err("refused, not routed");
+        assert!(client_error(&err).is_none() && err.is_connect(), "{err:?}");
     }
 }

@@ -151,12 +151,169 @@ fn unknown_types_and_a_missing_type_are_errors_listing_the_known_ones() {
     let errors = errors(r#"{"Clusters": {"c": {"Discovery": {"Type": "Zookeeper"}}}}"#);
     assert_eq!(
         errors,
-        ["Clusters:c:Discovery:Type: cluster `c`: discovery Type `Zookeeper` is not a known source (known: Dns, ResolveDestinations)"]
+        ["Clusters:c:Discovery:Type: cluster `c`: discovery Type `Zookeeper` is not a known source (known: Dns, ResolveDestinations, Etcd, Consul, Kubernetes)"]
     );
     let errors = self::errors(r#"{"Clusters": {"c": {"Discovery": {"Name": "x.test"}}}}"#);
     assert_eq!(
         errors,
-        ["Clusters:c:Discovery:Type: cluster `c`: a discovery source needs a Type (one of: Dns, ResolveDestinations)"]
+        ["Clusters:c:Discovery:Type: cluster `c`: a discovery source needs a Type (one of: Dns, ResolveDestinations, Etcd, Consul, Kubernetes)"]
+    );
+}
+
+#[cfg(all(feature = "etcd", feature = "consul"))]
+#[test]
+fn etcd_and_consul_sources_read_every_setting() {
+    let text = r#"{"Clusters": {"pay": {
+        "Discovery": [
+            {"Type": "Etcd", "Endpoints": ["http://10.0.0.5:2379", "https://10.0.0.6:2379"],
+             "Prefix": "/services/pay/", "Timeout": "00:00:02", "MaxRefresh": "00:01:00"},
+            {"Type": "consul", "Service": "pay", "Address": "10.0.0.9:8500",
+             "Datacenters": ["eu-west", "eu-central"], "Tag": "v2", "Token": "t0k3n",
+             "Wait": "00:01:00", "Stale": true, "Scheme": "https", "Timeout": "00:00:03"}
+        ]
+    }}}"#;
+    let config = Config::from_json(text).expect("valid");
+    let [etcd, consul] = config.clusters()[0].discovery_sources() else {
+        panic!("two sources")
+    };
+    assert_eq!(
+        (etcd.source_name(), consul.source_name()),
+        ("etcd".into(), "consul".into())
+    );
+    let SourceConfig::Etcd(etcd) = etcd.source() else {
+        panic!("{etcd:?}")
+    };
+    assert_eq!(etcd.endpoint_urls().len(), 2);
+    assert_eq!(etcd.key_prefix(), "/services/pay/");
+    assert_eq!(etcd.call_timeout(), Duration::from_secs(2));
+    let SourceConfig::Consul(consul) = consul.source() else {
+        panic!("{consul:?}")
+    };
+    assert_eq!(consul.service(), "pay");
+    assert_eq!(
+        consul.agent_address().map(|u| u.as_str()),
+        Some("http://10.0.0.9:8500/")
+    );
+    assert_eq!(consul.datacenter_list(), ["eu-west", "eu-central"]);
+    assert_eq!(consul.tag_filter(), Some("v2"));
+    assert_eq!(consul.token_setting(), Some("t0k3n"));
+    assert_eq!(consul.blocking_wait(), Duration::from_secs(60));
+    assert_eq!(
+        consul.max_stale(),
+        Some(Duration::from_secs(10)),
+        "Stale alone allows 10 s"
+    );
+    assert_eq!(consul.url_scheme(), "https");
+    assert_eq!(consul.call_timeout(), Duration::from_secs(3));
+}
+
+#[test]
+fn every_bad_etcd_and_consul_value_is_named_at_once() {
+    let text = r#"{"Clusters": {"pay": {
+        "Discovery": [
+            {"Type": "Etcd", "Endpoints": ["10.0.0.5:2379", "ftp://x"], "Prefix": "", "Timeout": "-1"},
+            {"Type": "Etcd", "Source": "etcd2"},
+            {"Type": "Consul", "Address": "http://[bad", "Wait": "00:11:00", "Scheme": "gopher",
+             "Datacenters": [["nested"]], "Stale": "maybe"},
+            {"Type": "Consul", "Source": "c2", "Service": "pay", "Colour": "blue"}
+        ]
+    }}}"#;
+    let r = report(text);
+    let errors: Vec<String> = r.errors.iter().map(|d| d.to_string()).collect();
+    let expect = [
+        "Clusters:pay:Discovery:0:Endpoints:0: cluster `pay`: `10.0.0.5:2379` is not an http(s) URL",
+        "Clusters:pay:Discovery:0:Endpoints:1: cluster `pay`: `ftp://x` is not an http(s) URL",
+        "Clusters:pay:Discovery:0:Prefix: cluster `pay`: an Etcd source needs the key Prefix",
+        "Clusters:pay:Discovery:0:Timeout: cluster `pay`: Timeout",
+        "Clusters:pay:Discovery:1:Endpoints: cluster `pay`: an Etcd source needs the Endpoints",
+        "Clusters:pay:Discovery:1:Prefix: cluster `pay`: an Etcd source needs the key Prefix",
+        "Clusters:pay:Discovery:2:Service: cluster `pay`: a Consul source needs the Service",
+        "Clusters:pay:Discovery:2:Address: cluster `pay`: Address `http://[bad` is not the URL of a Consul agent",
+        "Clusters:pay:Discovery:2:Wait: cluster `pay`: Wait (660 s) is longer than Consul's longest blocking query",
+        "Clusters:pay:Discovery:2:Scheme: cluster `pay`: Scheme `gopher` is not http or https",
+        "Clusters:pay:Discovery:2:Datacenters:0: cluster `pay`: Datacenters entries must be text",
+        "Clusters:pay:Discovery:2:Stale: cluster `pay`:",
+    ];
+    for needle in expect {
+        assert!(
+            errors.iter().any(|e| e.starts_with(needle)),
+            "missing {needle}\nin {errors:#?}"
+        );
+    }
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.path == "Clusters:pay:Discovery:3:Colour"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn kubernetes_sources_read_every_setting_and_name_every_bad_value() {
+    let config = Config::from_json(
+        r#"{"Clusters": {"web": {"Discovery": {"Type": "kubernetes", "Service": "web",
+            "Namespace": "shop", "PortName": "http", "Scheme": "HTTPS", "Context": "prod",
+            "Resync": "00:02:00", "IdleTimeout": "00:01:00", "LocalZone": "eu-west-1a"}}}}"#,
+    )
+    .expect("valid");
+    let source = &config.clusters()[0].discovery_sources()[0];
+    assert_eq!(source.source_name(), "kubernetes");
+    let SourceConfig::Kubernetes(k) = source.source() else {
+        panic!("{source:?}")
+    };
+    assert_eq!(k.service(), "web");
+    assert_eq!(k.namespace_setting(), Some("shop"));
+    assert_eq!(k.port_name_setting(), Some("http"));
+    assert_eq!(k.url_scheme(), "https");
+    assert_eq!(k.context_setting(), Some("prod"));
+    assert_eq!(k.resync_period(), Duration::from_secs(120));
+    assert_eq!(k.watch_idle_timeout(), Duration::from_secs(60));
+    assert_eq!(k.local_zone_setting(), Some("eu-west-1a"));
+    assert_eq!(source.source().target(), "service shop/web:http");
+
+    let defaults = Config::from_json(
+        r#"{"Clusters": {"web": {"Discovery": {"Type": "Kubernetes", "Service": "web"}}}}"#,
+    )
+    .expect("valid");
+    let SourceConfig::Kubernetes(k) = defaults.clusters()[0].discovery_sources()[0].source() else {
+        panic!("kubernetes")
+    };
+    assert_eq!(
+        (k.namespace_setting(), k.port_name_setting(), k.url_scheme()),
+        (None, None, "http")
+    );
+    assert_eq!(k.resync_period(), Duration::from_secs(600));
+    assert_eq!(k.watch_idle_timeout(), Duration::from_secs(300));
+
+    let r = report(
+        r#"{"Clusters": {"web": {"Discovery": [
+            {"Type": "Kubernetes", "Service": "Web_App", "Namespace": "a/b", "Scheme": "gopher",
+             "Resync": "00:00:00.5", "IdleTimeout": "00:00:05", "Colour": "blue"},
+            {"Type": "Kubernetes", "Source": "k2"}
+        ]}}}"#,
+    );
+    let errors: Vec<String> = r.errors.iter().map(|d| d.to_string()).collect();
+    for needle in [
+        "Clusters:web:Discovery:0:Service: cluster `web`: Service `Web_App` is not a Kubernetes Service name",
+        "Clusters:web:Discovery:0:Namespace: cluster `web`: Namespace `a/b` is not a Kubernetes namespace name",
+        "Clusters:web:Discovery:0:Scheme: cluster `web`: Scheme `gopher` is not http or https",
+        "Clusters:web:Discovery:0:Resync: cluster `web`: Resync (500 ms) is under 1 s",
+        "Clusters:web:Discovery:0:IdleTimeout: cluster `web`: IdleTimeout (5000 ms) is under 6 s",
+        "Clusters:web:Discovery:1:Service: cluster `web`: a Kubernetes source needs the Service",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(needle)),
+            "missing {needle}\nin {errors:#?}"
+        );
+    }
+    assert_eq!(errors.len(), 6, "{errors:#?}");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.path == "Clusters:web:Discovery:0:Colour"),
+        "{:?}",
+        r.warnings
     );
 }
 

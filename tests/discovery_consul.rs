@@ -498,3 +498,29 @@ async fn stale_reads_are_asked_for_and_too_stale_an_answer_is_a_failure() {
     agent.set("dc1", vec![entry("n2", 8002, "passing")], None);
     until("applied once fresh", || ids(&engine) == ["n2/web"]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_section_of_type_consul_runs_under_discovery_start() {
+    let agent = Agent::start().await;
+    agent.set("dc1", vec![entry("n1", 8001, "passing")], None);
+    let engine = Engine::from_json(&format!(
+        r#"{{"Clusters": {{"web": {{"Discovery": {{
+            "Type": "Consul", "Service": "web", "Address": "{}", "Wait": "00:00:02"
+        }}}}}}}}"#,
+        agent.url
+    ))
+    .unwrap();
+    let discovery = healthpick::discovery::Discovery::start(&engine);
+    tokio::time::timeout(Duration::from_secs(10), engine.ready())
+        .await
+        .unwrap();
+    assert_eq!(ids(&engine), ["n1/web"]);
+    assert_eq!(source(&engine).kind, "Consul");
+    agent.set(
+        "dc1",
+        vec![entry("n1", 8001, "passing"), entry("n2", 8002, "passing")],
+        None,
+    );
+    until("n2", || ids(&engine) == ["n1/web", "n2/web"]).await;
+    discovery.stop().await;
+}

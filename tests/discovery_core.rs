@@ -577,8 +577,21 @@ fn power_of_two_choices_compares_load_per_unit_of_weight() {
         big >= 4 * small - 4,
         "{big} vs {small}: in proportion to the weights"
     );
-    // Unweighted groups keep plain P2C: fewer in flight wins.
+    // Idle (each handle dropped at once, every count 0): picks in proportion to the weights,
+    // not all to the heaviest.
     drop(held);
+    let mut idle_big = 0;
+    for _ in 0..4000 {
+        if engine.pick_endpoint("c").unwrap().destination().id() == "big" {
+            idle_big += 1;
+        }
+    }
+    let share = f64::from(idle_big) / 4000.0;
+    assert!(
+        (0.75..=0.85).contains(&share),
+        "idle share of big {share}, weight share 0.8"
+    );
+    // Unweighted groups keep plain P2C: fewer in flight wins.
     let (plain, _) = self::engine("PowerOfTwoChoices");
     plain
         .set_destinations("c", "registry", vec![ep("x", 1), ep("y", 2)])

@@ -472,3 +472,27 @@ async fn a_registration_whose_lease_etcd_lost_registers_again() {
     registration.deregister().await.unwrap();
     assert!(etcd.get("/services/api/eu-1").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_section_of_type_etcd_runs_under_discovery_start() {
+    let Some(etcd) = Etcd::start() else { return };
+    etcd.put_destination("/services/api/a", "http://10.0.0.1:8080/");
+    let engine = Engine::from_json(&format!(
+        r#"{{"Clusters": {{"api": {{"Discovery": {{
+            "Type": "Etcd", "Endpoints": ["{}"], "Prefix": "{PREFIX}", "MinRefresh": "00:00:00.2"
+        }}}}}}}}"#,
+        etcd.url()
+    ))
+    .unwrap();
+    let discovery = healthpick::discovery::Discovery::start(&engine);
+    tokio::time::timeout(Duration::from_secs(10), engine.ready())
+        .await
+        .unwrap();
+    assert_eq!(ids(&engine), ["a"]);
+    let status = source_status(&engine);
+    assert_eq!(status.kind, "Etcd");
+    assert!(status.target.contains(PREFIX), "{}", status.target);
+    etcd.put_destination("/services/api/b", "http://10.0.0.2:8080/");
+    until("b", || ids(&engine) == ["a", "b"]).await;
+    discovery.stop().await;
+}

@@ -134,14 +134,17 @@ async fn preferred_urls_take_the_traffic_fail_over_to_the_others_and_come_back()
     assert_eq!(best.status, HealthClass::Healthy);
     assert_eq!(best.destinations.len(), 2);
 
-    // Both preferred go down: after `threshold` (2) refreshes, traffic fails over to tier 1.
+    // Both preferred go down: after `threshold` (2) refreshes they are ejected. After the first
+    // they are still Healthy (ConsecutiveFailures as in YARP), but suspects: their latest probe
+    // failed, so they rank with Degraded and traffic already fails over to tier 1 (SPEC §14.1).
     preferred_mode.store(FAILING, Ordering::SeqCst);
     set.refresh().await;
     assert_eq!(
-        picked(&set, 20).await,
-        preferred,
+        destination(engine, EndpointSet::CLUSTER, &p1.url()).active,
+        HealthState::Healthy,
         "ejected before the threshold"
     );
+    assert_eq!(picked(&set, 20).await, [other.url()], "suspects got picks");
     set.refresh().await;
     assert_eq!(picked(&set, 50).await, [other.url()]);
     let best = set.best_endpoints().unwrap();

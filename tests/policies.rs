@@ -404,6 +404,71 @@ fn active_and_passive_are_independent() {
     }
 }
 
+/// SPEC §14.1: when active checks see a destination come back (Unhealthy to Healthy), the
+/// failure-rate history of its outage is cleared, so its first successful request after a
+/// reactivation does not eject it again (YARP keeps the history: metadata
+/// `HealthCheck.ResetPassiveOnRecovery: false`). Reactivation itself is unchanged.
+#[test]
+fn an_active_recovery_clears_the_failure_rate_history_unless_switched_off() {
+    for reset in [None, Some("false")] {
+        let mut cluster = ClusterConfig::new("c0")
+            .active(ActiveHealthCheckConfig::enabled())
+            .passive(PassiveHealthCheckConfig::enabled())
+            .destination(DestinationConfig::new("d0", "http://127.0.0.1:1/"))
+            .destination(DestinationConfig::new("d1", "http://127.0.0.1:2/"));
+        if let Some(value) = reset {
+            cluster = cluster.metadata("HealthCheck.ResetPassiveOnRecovery", value);
+        }
+        let (engine, clock) = engine_with(Config::new().cluster(cluster));
+        let probe = |d0: u16| {
+            engine
+                .report_probe_round(
+                    "c0",
+                    &[
+                        ProbeResult::status("d0", d0),
+                        ProbeResult::status("d1", 200),
+                    ],
+                )
+                .unwrap();
+        };
+        probe(200);
+        clock.set(Duration::from_secs(1));
+        for _ in 0..20 {
+            engine
+                .report_outcome("c0", "d0", RequestOutcome::TransportFailure)
+                .unwrap();
+        }
+        assert_eq!(passive_of(&engine, "d0"), HealthState::Unhealthy);
+        probe(503);
+        probe(503);
+        assert_eq!(active_of(&engine, "d0"), HealthState::Unhealthy);
+        // Reactivated after 60 s while still down: passive Unknown, active keeps it out.
+        clock.set(Duration::from_secs(61));
+        assert_eq!(engine.fire_due_timers(), 1);
+        assert_eq!(passive_of(&engine, "d0"), HealthState::Unknown);
+        // It comes back: one good probe, then its first request (the failures are 60 s old,
+        // not older than the 60 s window).
+        clock.set(Duration::from_secs(61) + Duration::from_millis(500));
+        probe(200);
+        assert_eq!(active_of(&engine, "d0"), HealthState::Healthy);
+        engine
+            .report_outcome("c0", "d0", RequestOutcome::Success)
+            .unwrap();
+        match reset {
+            None => assert_eq!(
+                passive_of(&engine, "d0"),
+                HealthState::Healthy,
+                "ejected again by the outage's failures"
+            ),
+            Some(_) => assert_eq!(
+                passive_of(&engine, "d0"),
+                HealthState::Unhealthy,
+                "switched off: YARP keeps the history"
+            ),
+        }
+    }
+}
+
 // ---- Available destinations -----------------------------------------------------------------
 
 #[test]

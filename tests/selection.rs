@@ -400,3 +400,69 @@ fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
     // The main thread's sequence was not disturbed by the others.
     assert_eq!(id(&engine), "d3");
 }
+
+/// SPEC §14.1 suspect ranking: a destination whose latest probe failed, but which is below the
+/// threshold (Healthy or Unknown for YARP), ranks with Degraded: it gets no picks while a
+/// destination whose latest probe succeeded exists (in any tier), it is still used before
+/// panic, and one successful probe puts it back.
+#[test]
+fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds_again() {
+    let engine_with = |suspect_ranking: Option<&str>| {
+        let mut c = ClusterConfig::new("c")
+            .load_balancing_policy("Random")
+            .active(ActiveHealthCheckConfig::enabled())
+            .metadata("ConsecutiveFailuresHealthPolicy.Threshold", "2")
+            .destination(DestinationConfig::new("a", "http://127.0.0.1:30001/"))
+            .destination(DestinationConfig::new("b", "http://127.0.0.1:30002/"))
+            .destination(DestinationConfig::new("r", "http://127.0.0.1:30003/").priority(1));
+        if let Some(value) = suspect_ranking {
+            c = c.metadata("HealthCheck.SuspectRanking", value);
+        }
+        Engine::builder()
+            .seed(3)
+            .build_with(Config::new().cluster(c))
+            .unwrap()
+    };
+    let ok = |id: &str| ProbeResult::status(id, 200);
+    let failed = |id: &str| ProbeResult::error(id, "connection refused");
+
+    let engine = engine_with(None);
+    probe(&engine, &[ok("a"), ok("b"), ok("r")]);
+    probe(&engine, &[ok("a"), failed("b"), ok("r")]);
+    let b = engine.status().clusters[0]
+        .destination("b")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        b.active,
+        healthpick::HealthState::Healthy,
+        "below the threshold"
+    );
+    assert_eq!(b.last_probe_succeeded, Some(false));
+    assert!(counts(&engine, 100).keys().all(|k| k == "a"));
+
+    // `a` ejected: the Healthy remote beats the suspect local (class before tier).
+    probe(&engine, &[failed("a"), ok("r")]);
+    probe(&engine, &[failed("a"), ok("r")]);
+    assert!(counts(&engine, 50).keys().all(|k| k == "r"));
+    // `r` fails once too: both remaining are suspects; the lower tier wins, before any panic.
+    probe(&engine, &[failed("r")]);
+    let best = engine.best_endpoints("c").unwrap();
+    assert_eq!(best.status, HealthClass::Degraded);
+    assert!(!best.panic);
+    assert!(counts(&engine, 50).keys().all(|k| k == "b"));
+    // One successful probe and `b` is back with the Healthy ones.
+    probe(&engine, &[ok("b")]);
+    assert_eq!(
+        engine.best_endpoints("c").unwrap().status,
+        HealthClass::Healthy
+    );
+    assert!(counts(&engine, 50).keys().all(|k| k == "b"));
+
+    // Switched off (as YARP ranks): a failed probe below the threshold changes nothing.
+    let engine = engine_with(Some("False"));
+    probe(&engine, &[ok("a"), ok("b"), ok("r")]);
+    probe(&engine, &[ok("a"), failed("b"), ok("r")]);
+    let c = counts(&engine, 200);
+    assert!(c["a"] > 50 && c["b"] > 50, "{c:?}");
+}

@@ -33,7 +33,13 @@ struct ServerState {
 impl TinyServer {
     /// Starts a healthy server called `name` on a free loopback port.
     pub async fn start(name: &str) -> std::io::Result<TinyServer> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        TinyServer::start_at(name, ([127, 0, 0, 1], 0).into()).await
+    }
+
+    /// Starts a healthy server called `name` on `addr` (port 0: a free one), for examples whose
+    /// backends share a port on several loopback addresses (what DNS records point at).
+    pub async fn start_at(name: &str, addr: SocketAddr) -> std::io::Result<TinyServer> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(ServerState {
             name: name.to_string(),

@@ -1,12 +1,15 @@
 //! What a call through the wrapped client (or the middleware) can fail with: no destination to
-//! call, every attempt failing before a response, a request that cannot be built, or a body that
-//! cannot be read.
+//! call, every attempt failing before a response, an error status the caller asked to turn into
+//! an error, a request that cannot be built, or a body that cannot be read in time.
 
+use std::time::Duration;
+
+use reqwest::StatusCode;
 use url::Url;
 
 use crate::error::PickError;
 
-/// One failed attempt of a call.
+/// One attempt of a call that did not give the caller its answer.
 #[derive(Debug)]
 pub struct AttemptFailure {
     /// The destination tried.
@@ -14,17 +17,92 @@ pub struct AttemptFailure {
     /// The URL sent to.
     pub url: Url,
     /// What went wrong.
-    pub error: reqwest::Error,
+    pub error: AttemptError,
 }
 
-/// Why a call through [`HealthAwareClient`](crate::HealthAwareClient) failed.
+/// How one attempt went wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AttemptError {
+    /// The HTTP client failed: connection refused, reset, TLS, or one of reqwest's own
+    /// timeouts.
+    Transport(reqwest::Error),
+    /// No response within the attempt's timeout (healthpick's); how long it had.
+    TimedOut(Duration),
+    /// Answered with this retryable status (502, 503, 504 by default); the call went on to
+    /// another destination.
+    Status(StatusCode),
+    /// Another middleware of a `reqwest-middleware` stack failed (the middleware only).
+    Middleware(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl AttemptError {
+    /// True when no connection was made (nothing was sent).
+    pub fn is_connect(&self) -> bool {
+        matches!(self, AttemptError::Transport(e) if e.is_connect())
+    }
+
+    /// True when the attempt ran out of time: healthpick's attempt timeout or reqwest's own.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            AttemptError::TimedOut(_) => true,
+            AttemptError::Transport(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// The status, when the attempt was answered with a retryable one.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            AttemptError::Status(status) => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The reqwest error, when the HTTP client failed.
+    pub fn reqwest(&self) -> Option<&reqwest::Error> {
+        match self {
+            AttemptError::Transport(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttemptError::Transport(e) => f.write_str(&chain(e)),
+            AttemptError::TimedOut(after) => write!(f, "no response within {after:?}"),
+            AttemptError::Status(status) => write!(f, "answered {status}"),
+            AttemptError::Middleware(e) => f.write_str(&chain(e.as_ref())),
+        }
+    }
+}
+
+impl From<reqwest::Error> for AttemptError {
+    fn from(error: reqwest::Error) -> Self {
+        AttemptError::Transport(error)
+    }
+}
+
+impl std::error::Error for AttemptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AttemptError::Transport(e) => Some(e),
+            AttemptError::Middleware(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a call through [`HealthAwareClient`](crate::HealthAwareClient) or the middleware failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Nothing was sent: the cluster is unknown or has no destination that may receive traffic.
     #[error(transparent)]
     Pick(#[from] PickError),
-    /// Every attempt failed without a response; each destination tried is listed, connect
-    /// failures included.
+    /// No attempt gave an answer: each failed before a response (connect failures and
+    /// timeouts included), or ended otherwise without one; every destination tried is listed.
     #[error("request to cluster `{cluster}` failed: {}", describe_attempts(.attempts))]
     Request {
         /// The cluster.
@@ -32,26 +110,41 @@ pub enum ClientError {
         /// Every attempt, in order.
         attempts: Vec<AttemptFailure>,
     },
-    /// The request could not be built (bad header, path or body).
+    /// The response had an error status, and the caller asked for an error
+    /// ([`Response::error_for_status`](crate::Response::error_for_status)).
+    #[error("destination `{destination}` of cluster `{cluster}` ({url}) answered {status}")]
+    Status {
+        /// The cluster.
+        cluster: String,
+        /// The destination that answered.
+        destination: String,
+        /// The URL it answered (boxed: it is large, and errors travel in every `Result`).
+        url: Box<Url>,
+        /// The status.
+        status: StatusCode,
+    },
+    /// The request could not be built (bad header, path, body or setting).
     #[error("invalid request: {0}")]
     Builder(String),
     /// A response arrived but its body could not be read or decoded (for example
     /// [`Response::json`](crate::Response::json) on a body that is not JSON).
     #[error("bad response body: {0}")]
     Body(String),
+    /// A response arrived but its body was not read to the end before the attempt's (or the
+    /// call's) deadline.
+    #[error(
+        "the body of destination `{destination}`'s response was not read by the attempt's deadline"
+    )]
+    BodyTimedOut {
+        /// The destination that answered.
+        destination: String,
+    },
 }
 
 fn describe_attempts(attempts: &[AttemptFailure]) -> String {
     attempts
         .iter()
-        .map(|a| {
-            format!(
-                "destination `{}` ({}): {}",
-                a.destination,
-                a.url,
-                chain(&a.error)
-            )
-        })
+        .map(|a| format!("destination `{}` ({}): {}", a.destination, a.url, a.error))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -79,18 +172,48 @@ impl ClientError {
         matches!(self, ClientError::Pick(e) if e.is_unknown_cluster())
     }
 
+    /// True when the call ran out of time: its last attempt timed out, or its body was not
+    /// read in time.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            ClientError::BodyTimedOut { .. } => true,
+            _ => self.attempts().last().is_some_and(|a| a.error.is_timeout()),
+        }
+    }
+
+    /// True when the last attempt could not connect (nothing was sent to it).
+    pub fn is_connect(&self) -> bool {
+        self.attempts().last().is_some_and(|a| a.error.is_connect())
+    }
+
+    /// The status of a [`Status`](Self::Status) error.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
     /// The cluster the error is about, when it is about one.
     pub fn cluster(&self) -> Option<&str> {
         match self {
             ClientError::Pick(e) => Some(e.cluster()),
-            ClientError::Request { cluster, .. } => Some(cluster),
-            ClientError::Builder(_) | ClientError::Body(_) => None,
+            ClientError::Request { cluster, .. } | ClientError::Status { cluster, .. } => {
+                Some(cluster)
+            }
+            ClientError::Builder(_) | ClientError::Body(_) | ClientError::BodyTimedOut { .. } => {
+                None
+            }
         }
     }
 
-    /// The last destination tried, if any request was sent.
+    /// The destination that answered (a status or body error), or else the last one tried.
     pub fn destination(&self) -> Option<&str> {
-        self.attempts().last().map(|a| a.destination.as_str())
+        match self {
+            ClientError::Status { destination, .. }
+            | ClientError::BodyTimedOut { destination, .. } => Some(destination),
+            _ => self.attempts().last().map(|a| a.destination.as_str()),
+        }
     }
 
     /// Every failed attempt, in order: every destination tried, requeued connect failures
@@ -102,8 +225,8 @@ impl ClientError {
         }
     }
 
-    /// The underlying reqwest error of the last attempt.
+    /// The underlying reqwest error of the last attempt, when reqwest failed.
     pub fn reqwest_error(&self) -> Option<&reqwest::Error> {
-        self.attempts().last().map(|a| &a.error)
+        self.attempts().last().and_then(|a| a.error.reqwest())
     }
 }

@@ -1,84 +1,317 @@
-//! The failover step (SPEC §8), the one place that decides, attempt by attempt, where a call
-//! goes: the first destination (waiting for the cluster's first probe round when due), and after
-//! an attempt that failed before any response, whether the call goes on and to which destination
-//! — the next best of the same tier, then the next tier, never one already tried, within the
-//! attempt count and the cluster's retry budget. The wrapped client and the middleware both
-//! drive it, so they behave alike.
+//! The failover step (SPEC §8, §14.2), the one place that decides, attempt by attempt, where a
+//! call goes and how long it may take: the first destination (waiting for the cluster's first
+//! probe round when due, at most until the call's deadline); each attempt's deadline; after an
+//! attempt that failed or was answered with a retryable status, whether the call goes on and to
+//! which destination (never one already tried; connect failures and statuses stay in the tier,
+//! other failures leave it), within the attempt count, the deadline and the cluster's retry
+//! budget; whether and where a slow attempt is hedged; and the tokens given back once the call
+//! is answered.
+//!
+//! It knows nothing of reqwest: attempts end as a [`FailureKind`] or a status. The wrapped
+//! client and the middleware drive it through `drive.rs`, so they behave alike, and so will any
+//! other integration.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::retry::{AttemptCount, Retries};
+use tokio::time::Instant;
+
+use super::budget::share_amount;
+use super::hedging::{HedgeDelay, Hedging, Latencies};
+use super::retry::{AttemptCount, Budgets, ClusterBudget, FailureKind};
+use super::timeouts::Timeouts;
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
 
+/// How a client (or a middleware) calls, unless a request says otherwise: its timeouts, its
+/// hedging, and the per-cluster budgets (with the retry policy) that its calls spend.
+#[derive(Debug)]
+pub(crate) struct CallPolicy {
+    pub budgets: Budgets,
+    pub timeouts: Timeouts,
+    pub hedging: Option<Hedging>,
+}
+
+/// What one request asks for beyond its client's [`CallPolicy`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallOptions {
+    /// Whether the request may be sent more than once.
+    pub retryable: bool,
+    /// Its own attempt timeout (wins over the cluster's and the client's).
+    pub attempt_timeout: Option<Duration>,
+    /// Its own call timeout.
+    pub call_timeout: Option<Duration>,
+    /// Its own hedging: `Some(None)` turns the client's off.
+    pub hedging: Option<Option<Hedging>>,
+}
+
 /// One call's way through a cluster's destinations.
 #[derive(Debug)]
 pub(crate) struct Failover<'a> {
     engine: &'a Engine,
-    retries: &'a Retries,
+    calls: &'a CallPolicy,
     cluster: &'a str,
     count: AttemptCount,
+    attempt_timeout: Option<Duration>,
+    /// When the call must be over.
+    deadline: Option<Instant>,
+    /// When the first attempt starts (its deadline is the first asked for).
+    first_start: Instant,
+    first_taken: bool,
+    hedging: Option<Hedging>,
+    /// What only a call that failed over or hedged needs, made on its first failure or hedge:
+    /// a call whose first attempt answers carries one pointer.
+    retry: Option<Box<RetryState>>,
+}
+
+/// The part of a call's way that only retries and hedges need.
+#[derive(Debug, Default)]
+struct RetryState {
     /// Destination ids tried so far, in order.
     tried: Vec<String>,
+    /// Tiers the call left after a failure there (see `FailureKind::leaves_tier`).
+    leave_tiers: Vec<u32>,
+    /// Budget tokens of retries that followed connect failures: given back once answered.
+    refundable: u32,
+    /// Whether the last failure was a connect failure.
+    after_connect_failure: bool,
+    /// The cluster's budget, kept once a hedge needed it.
+    budget: Option<Arc<ClusterBudget>>,
+}
+
+fn later(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| start.checked_add(t))
 }
 
 impl<'a> Failover<'a> {
     /// Starts a call of `cluster`: picks its first destination and counts the call in the
     /// cluster's budget. Only the first calls of a cluster with active checks wait, for its first
-    /// probe round; that rare wait is boxed, so every call's future stays small.
+    /// probe round and never past the call's deadline; that rare wait is boxed, so every call's
+    /// future stays small.
     pub async fn start(
         engine: &'a Engine,
-        retries: &'a Retries,
+        calls: &'a CallPolicy,
         cluster: &'a str,
-        retryable: bool,
+        options: CallOptions,
     ) -> Result<(Failover<'a>, PickHandle), PickError> {
-        let pick = match engine.pick_endpoint_if_ready(cluster) {
-            Some(pick) => pick?,
-            None => Box::pin(engine.pick_endpoint_ready(cluster)).await?,
+        let begun = Instant::now();
+        let deadline = later(begun, options.call_timeout.or(calls.timeouts.call));
+        let (pick, cluster_timeout, first_start) = match engine.pick_for_call_if_ready(cluster) {
+            Some(pick) => {
+                let (pick, timeout) = pick?;
+                (pick, timeout, begun)
+            }
+            None => {
+                let pick = Box::pin(warm_pick(engine, cluster, deadline)).await?;
+                (pick, engine.activity_timeout(cluster), Instant::now())
+            }
         };
+        let hedging = options
+            .hedging
+            .unwrap_or(calls.hedging)
+            .filter(|_| options.retryable);
         // After the first pick succeeded, so unknown cluster names leave no budget behind.
-        retries.deposit(cluster);
+        calls
+            .budgets
+            .deposit(cluster, hedging.map_or(0, |h| share_amount(h.share())));
         let failover = Failover {
             engine,
-            retries,
+            calls,
             cluster,
-            count: AttemptCount::new(&retries.policy, retryable),
-            tried: Vec::new(),
+            count: AttemptCount::new(&calls.budgets.policy, options.retryable),
+            attempt_timeout: options
+                .attempt_timeout
+                .or(cluster_timeout)
+                .or(calls.timeouts.attempt),
+            deadline,
+            first_start,
+            first_taken: false,
+            hedging,
+            retry: None,
         };
         Ok((failover, pick))
     }
 
-    /// An attempt to `failed` ended before any response (`connect`: it never connected, so
-    /// nothing was sent): the destination to try next, if the retry policy, the untried
-    /// destinations and the budget allow one. Out of line and cold: a call that succeeds never
-    /// runs it.
+    /// When the attempt starting now starts, and its deadline: its own timeout, but never past
+    /// the call's.
+    #[inline]
+    pub fn attempt_deadline(&mut self) -> (Instant, Option<Instant>) {
+        let start = if std::mem::replace(&mut self.first_taken, true) {
+            Instant::now()
+        } else {
+            self.first_start
+        };
+        let deadline = match (later(start, self.attempt_timeout), self.deadline) {
+            (Some(attempt), Some(call)) => Some(attempt.min(call)),
+            (attempt, call) => attempt.or(call),
+        };
+        (start, deadline)
+    }
+
+    /// The call's hedging, if it hedges (retryable requests only).
+    #[inline]
+    pub fn hedging(&self) -> Option<Hedging> {
+        self.hedging
+    }
+
+    /// Whether a response with `status` is one to try elsewhere (the caller still checks for
+    /// `Retry-After`, which is never retried).
+    #[inline]
+    pub fn retries_status(&self, status: u16) -> bool {
+        self.count.retryable() && self.calls.budgets.policy.retry_statuses.contains(status)
+    }
+
+    /// Records that an attempt to `destination` failed (or was answered with a retryable
+    /// status); returns whether the call may go on, as the attempt count and the deadline
+    /// allow. Out of line and cold: a call that succeeds never runs it.
     #[cold]
     #[inline(never)]
-    pub fn next(&mut self, failed: &Destination, connect: bool) -> Option<PickHandle> {
-        let go_on = self.count.failed(connect);
-        self.tried.push(failed.id().to_string());
-        tracing::debug!(target: "healthpick", cluster = %self.cluster, destination = %failed.id(), connect, retry = go_on, "attempt failed before any response");
-        if !go_on {
-            return None;
+    pub fn failed(&mut self, destination: &Destination, kind: FailureKind) -> bool {
+        let mut go_on = self.count.failed(kind);
+        let state = self.retry.get_or_insert_with(Box::default);
+        state.remember(destination);
+        if kind.leaves_tier() {
+            let tier = destination.tier();
+            if !state.leave_tiers.contains(&tier) {
+                state.leave_tiers.push(tier);
+            }
         }
+        state.after_connect_failure = kind == FailureKind::Connect;
+        let past_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
+        go_on &= !past_deadline;
+        tracing::debug!(target: "healthpick", cluster = %self.cluster, destination = %destination.id(), ?kind, retry = go_on, past_deadline, "attempt failed");
+        go_on
+    }
+
+    /// The destination to try next, if an untried one is left and the budget allows a retry:
+    /// after a failure that leaves its tier, one of another tier while any is available.
+    #[cold]
+    #[inline(never)]
+    pub fn next(&mut self) -> Option<PickHandle> {
+        let state = self.retry.get_or_insert_with(Box::default);
         // Pick before withdrawing, so that a call with no destination left spends no token.
         let next = self
             .engine
-            .pick_endpoint_excluding(self.cluster, &self.tried)
+            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
             .ok()?;
-        if !self.retries.withdraw(self.cluster) {
+        if !self.calls.budgets.withdraw(self.cluster) {
             tracing::debug!(target: "healthpick", cluster = %self.cluster, "retry budget exhausted");
             return None;
         }
+        if state.after_connect_failure {
+            state.refundable += 1;
+        }
         Some(next)
+    }
+
+    fn cluster_budget(&mut self) -> Arc<ClusterBudget> {
+        let (calls, cluster) = (self.calls, self.cluster);
+        self.retry
+            .get_or_insert_with(Box::default)
+            .budget
+            .get_or_insert_with(|| calls.budgets.budget(cluster))
+            .clone()
+    }
+
+    /// How long the call waits for an answer before it hedges, if it hedges: the fixed delay, or
+    /// the percentile of the cluster's recent latencies once enough are known.
+    pub fn hedge_delay(&mut self) -> Option<Duration> {
+        match self.hedging?.delay() {
+            HedgeDelay::After(delay) => Some(delay),
+            HedgeDelay::Percentile(p) => {
+                latencies(&self.cluster_budget()).percentile(p, Instant::now())
+            }
+        }
+    }
+
+    /// Another destination for a hedge of the attempt running on `running`, if one is left and
+    /// both the hedge cap and the retry budget allow it.
+    #[cold]
+    #[inline(never)]
+    pub fn hedge(&mut self, running: &Destination) -> Option<PickHandle> {
+        let budget = self.cluster_budget();
+        let state = self.retry.get_or_insert_with(Box::default);
+        state.remember(running);
+        let pick = self
+            .engine
+            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
+            .ok()?;
+        let cluster = self.cluster;
+        if !budget.hedges.withdraw() {
+            tracing::debug!(target: "healthpick", %cluster, "hedge cap reached");
+            return None;
+        }
+        if !budget.retries.withdraw() {
+            budget.hedges.refund(1);
+            tracing::debug!(target: "healthpick", %cluster, "retry budget exhausted: no hedge");
+            return None;
+        }
+        tracing::debug!(target: "healthpick", %cluster, slow = %running.id(), hedge = %pick.destination().id(), "hedging");
+        state.remember(pick.destination());
+        Some(pick)
+    }
+
+    /// The call was answered: tokens of retries past connect failures go back to the budget.
+    #[inline]
+    pub fn answered(&mut self) {
+        if self.retry.is_some() {
+            self.refund();
+        }
+    }
+
+    #[cold]
+    fn refund(&mut self) {
+        if let Some(state) = &mut self.retry {
+            let tokens = std::mem::take(&mut state.refundable);
+            if tokens > 0 {
+                self.calls.budgets.refund(self.cluster, tokens);
+            }
+        }
+    }
+
+    /// Records the latency of the attempt that answered, for hedging at a percentile.
+    pub fn record_latency(&mut self, latency: Duration) {
+        if matches!(
+            self.hedging.map(|h| h.delay()),
+            Some(HedgeDelay::Percentile(_))
+        ) {
+            latencies(&self.cluster_budget()).record(latency, Instant::now());
+        }
     }
 }
 
-/// One attempt in flight: reports `Cancelled` (a success, SPEC §4) if the caller drops the call
-/// before it finished.
+impl RetryState {
+    fn remember(&mut self, destination: &Destination) {
+        if !self.tried.iter().any(|id| id == destination.id()) {
+            self.tried.push(destination.id().to_string());
+        }
+    }
+}
+
+/// The cluster's recent latencies, made on first use.
+fn latencies(budget: &ClusterBudget) -> &Latencies {
+    budget.latencies.get_or_init(|| Box::new(Latencies::new()))
+}
+
+/// The first pick of a cluster whose warm-up is running: waits for it (at most the probe
+/// timeout), but never past the call's deadline; at the deadline it picks as well as the probes
+/// finished so far allow.
+async fn warm_pick(
+    engine: &Engine,
+    cluster: &str,
+    deadline: Option<Instant>,
+) -> Result<PickHandle, PickError> {
+    let max_wait = deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    });
+    engine.pick_endpoint_ready_within(cluster, max_wait).await
+}
+
+/// One attempt in flight: reports `Cancelled` (a success, SPEC §4) if it is dropped before it
+/// ended: the caller dropped the call, or a hedge answered first.
 pub(crate) struct Attempt {
     pick: Option<PickHandle>,
 }
@@ -86,6 +319,22 @@ pub(crate) struct Attempt {
 impl Attempt {
     pub fn new(pick: PickHandle) -> Self {
         Attempt { pick: Some(pick) }
+    }
+
+    fn pick(&self) -> &PickHandle {
+        self.pick
+            .as_ref()
+            .expect("an attempt holds its pick until it ends")
+    }
+
+    /// The destination.
+    pub fn destination(&self) -> &Destination {
+        self.pick().destination()
+    }
+
+    /// The destination, to keep.
+    pub fn destination_arc(&self) -> Arc<Destination> {
+        self.pick().destination_arc()
     }
 
     /// Ends the attempt without the cancellation report.
@@ -97,7 +346,6 @@ impl Attempt {
 
     /// Reports a response with `status`; the destination stays in flight until the returned
     /// handle is dropped.
-    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
     pub fn answered(self, status: u16) -> PickHandle {
         let pick = self.end();
         pick.report(RequestOutcome::Status(status));

@@ -1,19 +1,22 @@
 //! A call being built and sent: [`RequestBuilder`] mirrors `reqwest::RequestBuilder`; sending
 //! picks a destination, sends, reports the outcome and, through the failover step, retries
-//! elsewhere when the attempt failed before any response.
+//! elsewhere, hedges and times out as the client's settings and the request's own say.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST, RETRY_AFTER};
 use reqwest::Method;
+use tokio::time::Instant;
 
-use super::error::{chain, AttemptFailure, ClientError};
-use super::failover::{Attempt, Failover};
+use super::drive::{drive, End, Failed, Failure, Reply, Why};
+use super::error::{AttemptError, AttemptFailure, ClientError};
+use super::failover::{CallOptions, Failover};
+use super::hedging::Hedging;
 use super::response::Response;
-use super::retry::is_idempotent;
+use super::retry::{is_idempotent, FailureKind};
 use super::HealthAwareClient;
-use crate::destination::handle::PickHandle;
+use crate::destination::Destination;
 use crate::uri::request_url;
 
 /// A request being built; mirrors `reqwest::RequestBuilder`.
@@ -31,6 +34,8 @@ pub struct RequestBuilder {
     /// Shared, so every attempt can send it again without a copy.
     body: Option<Bytes>,
     timeout: Option<Duration>,
+    call_timeout: Option<Duration>,
+    hedging: Option<Option<Hedging>>,
     retryable: Option<bool>,
     error: Option<String>,
 }
@@ -50,6 +55,8 @@ impl RequestBuilder {
             headers: None,
             body: None,
             timeout: None,
+            call_timeout: None,
+            hedging: None,
             retryable: None,
             error: None,
         }
@@ -119,9 +126,25 @@ impl RequestBuilder {
         self
     }
 
-    /// Timeout of each attempt, as reqwest applies it (until the response body is read).
+    /// Timeout of each attempt of this request, until its response body is read; replaces the
+    /// cluster's `HttpRequest:ActivityTimeout` and the client's attempt timeout (default 15 s,
+    /// see [`Timeouts`](crate::Timeouts)).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Timeout of the whole call (every attempt, retry and hedge, until the body is read);
+    /// replaces the client's (default 30 s).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Hedging for this request (`None` turns the client's off); see [`Hedging`]. Only
+    /// retryable requests hedge.
+    pub fn hedging(mut self, hedging: impl Into<Option<Hedging>>) -> Self {
+        self.hedging = Some(hedging.into());
         self
     }
 
@@ -132,23 +155,26 @@ impl RequestBuilder {
         self
     }
 
-    /// Sends the request: picks a destination, sends, reports the outcome, and on a transport
-    /// failure before any response retries a retryable request on another destination, as the
-    /// client's [`RetryPolicy`](crate::RetryPolicy) allows (connect failures do not count as
-    /// attempts).
+    /// Sends the request: picks a destination, sends, reports the outcome, and when the attempt
+    /// failed before any response, timed out, or was answered with a retryable status (502,
+    /// 503, 504), retries a retryable request on another destination, as the client's
+    /// [`RetryPolicy`](crate::RetryPolicy) allows; hedges when asked to.
     ///
     /// # Errors
     /// [`ClientError::Pick`] when nothing may be called,
-    /// [`ClientError::Request`] with every attempt when none got a response.
+    /// [`ClientError::Request`] with every attempt when none gave an answer,
+    /// [`ClientError::Builder`] when the request could not be built.
     pub async fn send(self) -> Result<Response, ClientError> {
         let RequestBuilder {
             client,
             route,
             cluster_len,
             method,
-            mut headers,
-            mut body,
+            headers,
+            body,
             timeout,
+            call_timeout,
+            hedging,
             retryable,
             error,
         } = self;
@@ -158,73 +184,146 @@ impl RequestBuilder {
         let (cluster, path) = route.split_at(cluster_len);
         let inner = &client.inner;
         let retryable = retryable.unwrap_or_else(|| is_idempotent(&method));
-        let (mut failover, mut pick) =
-            Failover::start(&inner.engine, &inner.retries, cluster, retryable).await?;
-        let mut failures = Vec::new();
-        loop {
-            let url = request_url(pick.address(), path);
-            // A request built directly (not through reqwest's builder): no client handle to
-            // clone and nothing moved around for parts this call does not have.
-            let mut request = reqwest::Request::new(method.clone(), url);
-            // A call that cannot be retried moves its headers and body into its only request.
-            let attempt_headers = if retryable {
-                headers.clone()
-            } else {
-                headers.take()
-            };
-            if let Some(attempt_headers) = attempt_headers {
-                *request.headers_mut() = attempt_headers;
-            }
-            if let Some(value) = pick
-                .destination()
-                .with_attributes(|a| a.host().and_then(|h| HeaderValue::from_str(h).ok()))
-            {
-                // The destination's Host replaces any the caller set: exactly one is sent.
-                request.headers_mut().insert(HOST, value);
-            }
-            if timeout.is_some() {
-                // reqwest keeps it among the request's extensions: a map, built only if needed.
-                *request.timeout_mut() = timeout;
-            }
-            let attempt_body = if retryable { body.clone() } else { body.take() };
-            *request.body_mut() = attempt_body.map(reqwest::Body::from);
-            let attempt = Attempt::new(pick);
-            let error = match inner.http.execute(request).await {
-                Ok(response) => return Ok(Response::new(response, attempt.into_pick(), failures)),
-                Err(error) => error,
-            };
-            match failed_attempt(&mut failover, attempt, error, path, &mut failures) {
-                Some(next) => pick = next,
-                None => break,
-            }
+        let options = CallOptions {
+            retryable,
+            attempt_timeout: timeout,
+            call_timeout,
+            hedging,
+        };
+        let (mut failover, pick) =
+            Failover::start(&inner.engine, &inner.calls, cluster, options).await?;
+        let mut exchange = ClientExchange {
+            http: &inner.http,
+            method,
+            path,
+            headers,
+            body,
+            retryable,
+        };
+        let mut send =
+            |destination: &Destination, _deadline: Option<Instant>| exchange.send(destination);
+        match drive(&mut failover, pick, &mut send).await {
+            End::Answered(answer, failed) => Ok(Response::new(
+                answer.response,
+                answer.pick,
+                attempt_failures(failed, path),
+                answer.deadline,
+                answer.timer,
+                answer.reported,
+            )),
+            End::Failed(failed) => Err(ClientError::Request {
+                cluster: cluster.to_string(),
+                attempts: attempt_failures(failed, path),
+            }),
         }
-        Err(ClientError::Request {
-            cluster: cluster.to_string(),
-            attempts: failures,
-        })
     }
 }
 
-/// Records an attempt that failed before any response and asks the failover step where the
-/// next one goes. Cold: a call that succeeds never runs it.
-#[cold]
-#[inline(never)]
-fn failed_attempt(
-    failover: &mut Failover<'_>,
-    attempt: Attempt,
-    error: reqwest::Error,
-    path: &str,
-    failures: &mut Vec<AttemptFailure>,
-) -> Option<PickHandle> {
-    let failed = attempt.failed();
-    let connect = error.is_connect();
-    // Built again only on failure, so a successful attempt need not keep a copy.
-    let url = request_url(failed.address(), path);
-    tracing::debug!(target: "healthpick", destination = %failed.id(), %url, error = %chain(&error), "attempt failed");
-    failures.push(AttemptFailure {
-        destination: failed.id().to_string(),
-        url,
-        error,
-    });
-    failover.next(&failed, connect)
+/// How the wrapped client sends one attempt: a request built directly (not through reqwest's
+/// builder), so no client handle is cloned and nothing is moved around for parts a call does
+/// not have.
+struct ClientExchange<'c> {
+    http: &'c reqwest::Client,
+    method: Method,
+    path: &'c str,
+    /// `None` until a header is added; moved into the only attempt of a call that cannot be
+    /// retried.
+    headers: Option<HeaderMap>,
+    body: Option<Bytes>,
+    retryable: bool,
+}
+
+impl ClientExchange<'_> {
+    #[inline]
+    fn send(
+        &mut self,
+        destination: &Destination,
+    ) -> impl std::future::Future<Output = Result<reqwest::Response, reqwest::Error>> + Send + 'static
+    {
+        let url = request_url(destination.address(), self.path);
+        let mut request = reqwest::Request::new(self.method.clone(), url);
+        // A call that cannot be retried moves its headers and body into its only request.
+        let headers = if self.retryable {
+            self.headers.clone()
+        } else {
+            self.headers.take()
+        };
+        if let Some(headers) = headers {
+            *request.headers_mut() = headers;
+        }
+        if let Some(value) =
+            destination.with_attributes(|a| a.host().and_then(|h| HeaderValue::from_str(h).ok()))
+        {
+            // The destination's Host replaces any the caller set: exactly one is sent.
+            request.headers_mut().insert(HOST, value);
+        }
+        let body = if self.retryable {
+            self.body.clone()
+        } else {
+            self.body.take()
+        };
+        *request.body_mut() = body.map(reqwest::Body::from);
+        // The deadline is the driver's to enforce until the headers, and the response's for the
+        // body: no per-request timeout, which would cost reqwest an extension map per call.
+        self.http.execute(request)
+    }
+}
+
+impl Reply for reqwest::Response {
+    #[inline]
+    fn status(&self) -> u16 {
+        reqwest::Response::status(self).as_u16()
+    }
+
+    fn retry_after(&self) -> bool {
+        self.headers().contains_key(RETRY_AFTER)
+    }
+}
+
+impl Failure for reqwest::Error {
+    fn kind(&self) -> FailureKind {
+        transport_failure(self)
+    }
+}
+
+/// How a reqwest error counts for the retry rules.
+pub(crate) fn transport_failure(error: &reqwest::Error) -> FailureKind {
+    if error.is_connect() {
+        FailureKind::Connect
+    } else if error.is_timeout() {
+        FailureKind::TimedOut
+    } else {
+        FailureKind::Transport
+    }
+}
+
+/// The attempts of a call that did not give its answer, as the caller sees them. Cold: a call
+/// whose first attempt answers has none, and building each URL again costs only on failure.
+pub(crate) fn attempt_failures<E>(failed: Vec<Failed<E>>, path: &str) -> Vec<AttemptFailure>
+where
+    AttemptError: From<E>,
+{
+    if failed.is_empty() {
+        return Vec::new();
+    }
+    failed
+        .into_iter()
+        .map(|f| {
+            let url = request_url(f.destination.address(), path);
+            let error = match f.why {
+                Why::Error(e) => AttemptError::from(e),
+                Why::TimedOut(after) => AttemptError::TimedOut(after),
+                Why::Status(status) => AttemptError::Status(
+                    reqwest::StatusCode::from_u16(status)
+                        .unwrap_or(reqwest::StatusCode::INTERNAL_SERVER_ERROR),
+                ),
+            };
+            tracing::debug!(target: "healthpick", destination = %f.destination.id(), %url, %error, "attempt failed");
+            AttemptFailure {
+                destination: f.destination.id().to_string(),
+                url,
+                error,
+            }
+        })
+        .collect()
 }

@@ -1,18 +1,24 @@
 //! A response through the wrapped client: the destination stays in flight until the body is read
-//! or the response dropped, and the outcome is reported then.
+//! or the response dropped, the outcome is reported then, and reading the body is bounded by the
+//! attempt's deadline.
+
+use std::future::Future;
+use std::task::Poll;
 
 use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
+use tokio::time::Instant;
 
+use super::drive::{bounded, race, CallTimer, Elapsed};
 use super::error::{chain, AttemptFailure, ClientError};
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
 
 /// A response from a destination. The destination stays in flight until the body is read or
-/// the response dropped; the outcome is reported then (a body that breaks off is a transport
-/// failure).
+/// the response dropped; the outcome is reported then (a body that breaks off, or is not read
+/// by the attempt's deadline, is a transport failure).
 #[derive(Debug)]
 pub struct Response {
     /// `None` only once a consuming method took it.
@@ -20,9 +26,14 @@ pub struct Response {
     status: StatusCode,
     /// Keeps the destination in flight until the response is dropped.
     pick: PickHandle,
-    /// Whether the outcome was reported (by a consuming method; otherwise `Drop` does it).
+    /// Whether the outcome was reported (by a consuming method, or before the response came
+    /// back to the caller; otherwise `Drop` does it).
     reported: bool,
-    /// Attempts of the same call that failed before this one answered.
+    /// When the body must have been read.
+    deadline: Option<Instant>,
+    /// The call's timer, registered for that deadline, when the call had one.
+    timer: Option<CallTimer>,
+    /// Attempts of the same call that did not give this answer.
     failed_attempts: Vec<AttemptFailure>,
 }
 
@@ -33,19 +44,24 @@ impl Response {
         inner: reqwest::Response,
         pick: PickHandle,
         failed_attempts: Vec<AttemptFailure>,
+        deadline: Option<Instant>,
+        timer: Option<CallTimer>,
+        reported: bool,
     ) -> Self {
         Response {
             status: inner.status(),
             inner: Some(inner),
             pick,
-            reported: false,
+            reported,
+            deadline,
+            timer,
             failed_attempts,
         }
     }
 
-    /// The attempts of this call that failed before this response arrived, in order (each
-    /// destination, URL and error): empty when the first attempt answered. Their number is the
-    /// number of retries the call took.
+    /// The attempts of this call that did not give this answer, in order (each destination, URL
+    /// and error: failures before a response, timeouts, retried statuses): empty when the first
+    /// attempt answered. A hedge that lost is not among them (it was cancelled, not failed).
     pub fn failed_attempts(&self) -> &[AttemptFailure] {
         &self.failed_attempts
     }
@@ -65,6 +81,52 @@ impl Response {
         self.inner.as_ref().map_or(&NO_HEADERS, |r| r.headers())
     }
 
+    /// The URL that answered.
+    pub fn url(&self) -> Option<&url::Url> {
+        self.inner.as_ref().map(reqwest::Response::url)
+    }
+
+    /// `Err(ClientError::Status)` when the status is a client or server error (400 to 599),
+    /// as `reqwest::Response::error_for_status` does; the response (and its destination) is
+    /// released then.
+    ///
+    /// # Errors
+    /// [`ClientError::Status`] naming the cluster, destination, URL and status.
+    pub fn error_for_status(self) -> Result<Self, ClientError> {
+        match self.status_error() {
+            Some(error) => Err(error),
+            None => Ok(self),
+        }
+    }
+
+    /// Like [`error_for_status`](Self::error_for_status), keeping the response.
+    ///
+    /// # Errors
+    /// [`ClientError::Status`] when the status is 400 to 599.
+    pub fn error_for_status_ref(&self) -> Result<&Self, ClientError> {
+        match self.status_error() {
+            Some(error) => Err(error),
+            None => Ok(self),
+        }
+    }
+
+    fn status_error(&self) -> Option<ClientError> {
+        if !(self.status.is_client_error() || self.status.is_server_error()) {
+            return None;
+        }
+        let destination = self.destination();
+        Some(ClientError::Status {
+            cluster: destination.cluster_id().to_string(),
+            destination: destination.id().to_string(),
+            url: Box::new(
+                self.url()
+                    .cloned()
+                    .unwrap_or_else(|| destination.address().clone()),
+            ),
+            status: self.status,
+        })
+    }
+
     /// Reports the outcome once; the destination stays in flight until `self` is dropped,
     /// which every caller of this does right after.
     fn finish(&mut self, body_ok: bool) {
@@ -77,15 +139,36 @@ impl Response {
         }
     }
 
-    /// The whole body, as `reqwest::Response::bytes` gives it (no copy).
+    /// The whole body, as `reqwest::Response::bytes` gives it (no copy), read before the
+    /// attempt's deadline.
     ///
     /// # Errors
-    /// As `reqwest::Response::bytes`; the attempt then counts as a transport failure.
-    pub async fn bytes(mut self) -> Result<Bytes, reqwest::Error> {
+    /// [`ClientError::Body`] when the body breaks off, [`ClientError::BodyTimedOut`] when it
+    /// is not read in time; the attempt then counts as a transport failure.
+    pub async fn bytes(mut self) -> Result<Bytes, ClientError> {
         let Some(inner) = self.inner.take() else {
             return Ok(Bytes::new());
         };
-        let result = inner.bytes().await;
+        let mut read = std::pin::pin!(inner.bytes());
+        // A small body is usually here with the headers: then no timer is made at all.
+        let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+        let result = match (first, self.deadline) {
+            (Poll::Ready(read), _) => read,
+            (Poll::Pending, None) => read.await,
+            (Poll::Pending, Some(deadline)) => match match self.timer.as_mut() {
+                Some(timer) => race(read, timer.sleep()).await,
+                None => bounded(read, deadline).await,
+            } {
+                Ok(read) => read,
+                Err(Elapsed) => {
+                    self.finish(false);
+                    return Err(ClientError::BodyTimedOut {
+                        destination: self.pick.destination().id().to_string(),
+                    });
+                }
+            },
+        }
+        .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e))));
         self.finish(result.is_ok());
         result
     }
@@ -94,7 +177,7 @@ impl Response {
     ///
     /// # Errors
     /// As [`bytes`](Self::bytes).
-    pub async fn text(self) -> Result<String, reqwest::Error> {
+    pub async fn text(self) -> Result<String, ClientError> {
         self.bytes()
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -103,17 +186,16 @@ impl Response {
     /// The body parsed as JSON.
     ///
     /// # Errors
-    /// [`ClientError::Body`] naming the problem when the body cannot be read or is not JSON.
+    /// As [`bytes`](Self::bytes); [`ClientError::Body`] naming the problem when the body is not
+    /// JSON.
     pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
-        let bytes = self
-            .bytes()
-            .await
-            .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e))))?;
+        let bytes = self.bytes().await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Body(format!("not JSON: {e}")))
     }
 
     /// The underlying reqwest response. The destination is released and the outcome reported
-    /// now, so in-flight counts no longer cover reading its body.
+    /// now, so in-flight counts no longer cover reading its body, and healthpick's timeouts no
+    /// longer bound it (reqwest's own still do).
     pub fn into_inner(mut self) -> Option<reqwest::Response> {
         self.finish(true);
         self.inner.take()

@@ -1,55 +1,80 @@
-//! Retries (SPEC §8): how many attempts a call may make, which requests may be retried at all,
-//! and the per-cluster retry budget that keeps an outage from multiplying load.
+//! Retries (SPEC §8, §14.2): how many attempts a call may make, which requests and which
+//! statuses may be retried at all, and the per-cluster budgets that keep an outage from
+//! multiplying load.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use reqwest::Method;
-use tower::retry::budget::{Budget, TpsBudget};
 
+use super::budget::{share_amount, Budget};
+use super::error::ClientError;
+use super::hedging::Latencies;
 use crate::ids::{fold_case, with_folded};
 
-/// How retries are limited: attempts per call and a per-cluster budget.
+/// How retries are limited: attempts per call, the statuses that are retried, and a
+/// per-cluster budget.
 ///
 /// A call is retried only when it is retryable at all (an idempotent method, or marked
-/// [`retryable`](crate::RequestBuilder::retryable); a body that can be sent again) and failed before
-/// any response. Each retry goes to a destination not yet tried in that call, first in the same
-/// tier, then in the next, and takes one token from the cluster's budget; a call stops at the
-/// first retry the budget refuses, or when no untried destination is left.
+/// [`retryable`](crate::RequestBuilder::retryable); a body that can be sent again), and only
+/// after an attempt that failed before any response (a transport failure or a timeout) or that
+/// was answered with one of [`retry_statuses`](Self::retry_statuses). Each retry goes to a
+/// destination not yet tried in that call and takes one token from the cluster's budget; a call
+/// stops at the first retry the budget refuses, when no untried destination is left, or at its
+/// deadline ([`Timeouts`](crate::Timeouts)).
 ///
-/// Two kinds of failure count differently:
+/// Where a retry goes depends on how the attempt failed:
 ///
 /// - a **connect failure** (the connection could not be established, so nothing was sent:
-///   [`reqwest::Error::is_connect`]) is *requeued*, as Finagle does with requests that were never
-///   written: it does not use up one of `max_attempts`, because trying another destination is
-///   always safe and cheap. It still takes a budget token, and since no destination is tried
-///   twice, a call makes at most as many requeues as its cluster has destinations. This is what
-///   lets a call get past a whole tier of dead servers to the next tier before health checks
-///   have noticed them. Turn it off with `requeue_connect_failures: false`;
-/// - any other failure before a response (reset, timeout, broken connection) counts as one of
-///   `max_attempts`: the request may have reached the server.
+///   refused, a connect timeout, a TLS handshake that failed) is *requeued*, as Finagle does
+///   with requests that were never written: it does not use up one of `max_attempts`, because
+///   trying another destination is always safe, and the retry goes to the next best destination
+///   of the **same tier**. Its budget token is given back when the call is answered in the end:
+///   stepping over a dead destination costs neither the destinations nor the budget anything,
+///   so a tier that dies at any moment does not drain a young client's budget, while in an
+///   outage of every destination those tokens stay spent and the budget bounds the extra load.
+///   Turn requeueing off with `requeue_connect_failures: false` (the token is still given
+///   back);
+/// - a failure **after connecting** (reset, a connection closed before the response, a
+///   timeout) counts as one of `max_attempts`, since the request may have reached the server,
+///   and the call **leaves that tier** for the next one that has an available destination
+///   (coming back only when no other tier has one). The failure may be a kept-alive connection
+///   whose server had died with its whole tier, which looks exactly like a reset; or it may be
+///   a request that crashes servers, which should not be tried on each of them in turn;
+/// - a **retryable status** counts as an attempt and goes to the next best destination of the
+///   same tier; if nothing is left to try, the caller gets the response. A response with a
+///   `Retry-After` header is never retried: the server asked its callers to back off, and the
+///   caller gets it to decide.
 ///
 /// ```
-/// use healthpick::RetryPolicy;
+/// use healthpick::{RetryPolicy, RetryStatuses};
 ///
-/// // Every failure counts, connect failures included: at most 2 attempts per call.
+/// // Every failure counts, connect failures included: at most 2 attempts per call; 503 only.
 /// let strict = RetryPolicy {
 ///     max_attempts: 2,
 ///     requeue_connect_failures: false,
+///     retry_statuses: RetryStatuses::new([503])?,
 ///     ..RetryPolicy::default()
 /// };
 /// # drop(strict);
+/// # Ok::<(), healthpick::ClientError>(())
 /// ```
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
-    /// Attempts per call, the first included, not counting requeued connect failures. Default 3.
+    /// Attempts per call, the first included, not counting requeued connect failures nor a
+    /// hedge. Default 3.
     pub max_attempts: usize,
     /// Whether a connect failure of a retryable request is retried on another destination
     /// without counting against `max_attempts` (see above). Default true.
     pub requeue_connect_failures: bool,
-    /// Retries may add at most this fraction of the cluster's requests. Default 0.2.
+    /// Response statuses after which a retryable request is tried on another destination.
+    /// Default 502, 503 and 504 ([`RetryStatuses::GATEWAY`]); [`RetryStatuses::NONE`] turns
+    /// status retries off.
+    pub retry_statuses: RetryStatuses,
+    /// Retries (and hedges) may add at most this fraction of the cluster's requests. Default
+    /// 0.2.
     pub retry_ratio: f32,
     /// ... plus this many retries per second. Default 10.
     pub min_retries_per_second: u32,
@@ -63,10 +88,109 @@ impl Default for RetryPolicy {
         RetryPolicy {
             max_attempts: 3,
             requeue_connect_failures: true,
+            retry_statuses: RetryStatuses::GATEWAY,
             retry_ratio: 0.2,
             min_retries_per_second: 10,
             budget_window: Duration::from_secs(10),
         }
+    }
+}
+
+/// A set of error statuses (400 to 599) after which a retryable request is retried on another
+/// destination.
+///
+/// ```
+/// use healthpick::RetryStatuses;
+///
+/// assert!(RetryStatuses::GATEWAY.contains(503));
+/// assert!(!RetryStatuses::GATEWAY.contains(500));
+/// let with_429 = RetryStatuses::new([429, 502, 503, 504])?;
+/// assert!(with_429.contains(429));
+/// assert!(RetryStatuses::new([200]).is_err(), "a success is never retried");
+/// # Ok::<(), healthpick::ClientError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RetryStatuses {
+    /// Bit `s - 400` for each status `s`.
+    bits: [u64; 4],
+}
+
+impl RetryStatuses {
+    /// No status is retried.
+    pub const NONE: RetryStatuses = RetryStatuses { bits: [0; 4] };
+    /// The gateway statuses: 502 Bad Gateway, 503 Service Unavailable, 504 Gateway Timeout
+    /// (the default; Envoy's `gateway-error` plus 503).
+    pub const GATEWAY: RetryStatuses = RetryStatuses {
+        bits: [0, 0b111 << (502 - 400 - 64), 0, 0],
+    };
+
+    /// The set of `statuses`.
+    ///
+    /// # Errors
+    /// [`ClientError::Builder`](crate::ClientError::Builder) naming a status outside 400..=599:
+    /// only errors are retried.
+    pub fn new(statuses: impl IntoIterator<Item = u16>) -> Result<RetryStatuses, ClientError> {
+        let mut set = RetryStatuses::NONE;
+        for status in statuses {
+            if !(400..=599).contains(&status) {
+                return Err(ClientError::Builder(format!(
+                    "status {status} cannot be retried: only error statuses (400 to 599) can"
+                )));
+            }
+            let bit = usize::from(status - 400);
+            set.bits[bit / 64] |= 1 << (bit % 64);
+        }
+        Ok(set)
+    }
+
+    /// Whether `status` is in the set.
+    #[inline]
+    pub fn contains(&self, status: u16) -> bool {
+        match status.checked_sub(400) {
+            Some(bit) if bit < 256 => self.bits[usize::from(bit) / 64] & (1 << (bit % 64)) != 0,
+            _ => false,
+        }
+    }
+
+    /// Whether the set is empty (status retries are off).
+    pub fn is_empty(&self) -> bool {
+        self.bits == [0; 4]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (400..=599).filter(|s| self.contains(*s))
+    }
+}
+
+impl Default for RetryStatuses {
+    fn default() -> Self {
+        RetryStatuses::GATEWAY
+    }
+}
+
+impl std::fmt::Debug for RetryStatuses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// How an attempt ended without an answer the caller gets, as the retry rules tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// No connection was established: nothing was sent.
+    Connect,
+    /// The connection failed after it was established (reset, closed before the response).
+    Transport,
+    /// No response within the attempt's timeout.
+    TimedOut,
+    /// Answered with a retryable status.
+    Status,
+}
+
+impl FailureKind {
+    /// Whether the call leaves the failed destination's tier (see [`RetryPolicy`]).
+    pub fn leaves_tier(self) -> bool {
+        matches!(self, FailureKind::Transport | FailureKind::TimedOut)
     }
 }
 
@@ -76,8 +200,8 @@ impl Default for RetryPolicy {
 pub(crate) struct AttemptCount {
     retryable: bool,
     requeue_connect_failures: bool,
-    max_attempts: usize,
-    counted: usize,
+    max_attempts: u32,
+    counted: u32,
 }
 
 impl AttemptCount {
@@ -85,70 +209,117 @@ impl AttemptCount {
         AttemptCount {
             retryable,
             requeue_connect_failures: policy.requeue_connect_failures,
-            max_attempts: policy.max_attempts.max(1),
+            max_attempts: u32::try_from(policy.max_attempts.max(1)).unwrap_or(u32::MAX),
             counted: 0,
         }
     }
 
-    /// Records an attempt that failed before any response (`connect`: it never connected);
-    /// returns whether the call may go on to another destination, budget permitting.
-    pub fn failed(&mut self, connect: bool) -> bool {
+    /// Whether the call may be retried at all.
+    #[inline]
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// Records an attempt that failed; returns whether the call may go on to another
+    /// destination, budget permitting.
+    pub fn failed(&mut self, kind: FailureKind) -> bool {
         if !self.retryable {
             return false;
         }
-        if !(connect && self.requeue_connect_failures) {
+        if !(kind == FailureKind::Connect && self.requeue_connect_failures) {
             self.counted += 1;
         }
         self.counted < self.max_attempts
     }
 }
 
-/// Per-cluster retry budgets, shared by the client and the middleware.
-#[derive(Debug)]
-pub(crate) struct Retries {
-    pub policy: RetryPolicy,
-    /// Folded cluster id -> budget. Read on every call without a lock; a cluster's first call
-    /// adds its entry (copy-on-write, once per cluster).
-    budgets: ArcSwap<HashMap<String, Arc<TpsBudget>, foldhash::fast::RandomState>>,
+/// What a client keeps per cluster: its retry budget, its hedge cap, and (only once a call
+/// hedges at a percentile) its recent latencies.
+pub(crate) struct ClusterBudget {
+    /// Retries and hedges spend it; every call deposits.
+    pub retries: Budget,
+    /// Hedges spend it; every call that may hedge deposits its share.
+    pub hedges: Budget,
+    /// Latencies of answered attempts of calls that hedge at a percentile.
+    pub latencies: OnceLock<Box<Latencies>>,
 }
 
-impl Retries {
+impl std::fmt::Debug for ClusterBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterBudget")
+            .field("retries", &self.retries)
+            .field("hedges", &self.hedges)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Per-cluster budgets, shared by the client and the middleware.
+#[derive(Debug)]
+pub(crate) struct Budgets {
+    pub policy: RetryPolicy,
+    /// What one request deposits in its cluster's retry budget.
+    deposit: i64,
+    /// Folded cluster id -> budget. Read on every call without a lock; a cluster's first call
+    /// adds its entry (copy-on-write, once per cluster).
+    budgets: ArcSwap<HashMap<String, Arc<ClusterBudget>, foldhash::fast::RandomState>>,
+}
+
+impl Budgets {
     pub fn new(policy: RetryPolicy) -> Self {
-        Retries {
+        Budgets {
+            deposit: share_amount(policy.retry_ratio),
             policy,
             budgets: ArcSwap::from_pointee(HashMap::default()),
         }
     }
 
-    /// Counts one request of `cluster` in its budget (every call makes one deposit).
-    pub fn deposit(&self, cluster: &str) {
+    /// Counts one request of `cluster` in its budget (every call makes one deposit), and
+    /// `hedge_share` of a hedge in its hedge cap (0 for a call that does not hedge).
+    #[inline]
+    pub fn deposit(&self, cluster: &str, hedge_share: i64) {
         // Usual case: a cluster already seen, found without a lock, an allocation or a reference
         // count.
         let found = with_folded(cluster, |folded| match self.budgets.load().get(folded) {
             Some(budget) => {
-                budget.deposit();
+                budget.retries.deposit(self.deposit);
+                budget.hedges.deposit(hedge_share);
                 true
             }
             None => false,
         });
         if !found {
-            self.budget(cluster).deposit();
+            let budget = self.budget(cluster);
+            budget.retries.deposit(self.deposit);
+            budget.hedges.deposit(hedge_share);
         }
     }
 
     /// Takes one retry of `cluster` from its budget; `false` when the budget refuses.
     pub fn withdraw(&self, cluster: &str) -> bool {
-        self.budget(cluster).withdraw()
+        self.budget(cluster).retries.withdraw()
+    }
+
+    /// Gives `tokens` retries of `cluster` back.
+    pub fn refund(&self, cluster: &str, tokens: u32) {
+        self.budget(cluster).retries.refund(tokens);
     }
 
     /// The budget of `cluster`, added on first use.
     #[cold]
-    fn budget(&self, cluster: &str) -> Arc<TpsBudget> {
+    pub fn budget(&self, cluster: &str) -> Arc<ClusterBudget> {
         let folded = fold_case(cluster);
         if let Some(budget) = self.budgets.load().get(&folded) {
             return budget.clone();
         }
-        let fresh = Arc::new(self.new_budget());
+        let fresh = Arc::new(ClusterBudget {
+            retries: Budget::new(
+                self.policy.budget_window,
+                self.policy.min_retries_per_second,
+            ),
+            // No reserve: a cap on hedges is a share of requests, from the first request on.
+            hedges: Budget::new(self.policy.budget_window, 0),
+            latencies: OnceLock::new(),
+        });
         // Two first calls racing: the first insert wins and both use its budget.
         self.budgets.rcu(|table| {
             let mut table = HashMap::clone(table);
@@ -156,21 +327,6 @@ impl Retries {
             table
         });
         self.budgets.load().get(&folded).cloned().unwrap_or(fresh)
-    }
-
-    fn new_budget(&self) -> TpsBudget {
-        // tower's budget asserts these ranges (from Finagle); clamp instead of panicking.
-        TpsBudget::new(
-            self.policy
-                .budget_window
-                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
-            self.policy.min_retries_per_second.min(i32::MAX as u32 - 1),
-            if self.policy.retry_ratio.is_finite() {
-                self.policy.retry_ratio.clamp(0.0, 1000.0)
-            } else {
-                0.0
-            },
-        )
     }
 }
 
@@ -186,22 +342,22 @@ pub(crate) fn is_idempotent(method: &Method) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use super::{Retries, RetryPolicy};
+    use super::{AttemptCount, Budgets, FailureKind, RetryPolicy, RetryStatuses};
 
     /// One budget per cluster: ids that differ only in case share it, other clusters do not.
     #[test]
     fn one_budget_per_cluster_whatever_the_case() {
-        let retries = Retries::new(RetryPolicy::default());
-        let a = retries.budget("payments");
-        let b = retries.budget("Payments");
-        let c = retries.budget("PAYMENTS");
-        let other = retries.budget("orders");
+        let budgets = Budgets::new(RetryPolicy::default());
+        let a = budgets.budget("payments");
+        let b = budgets.budget("Payments");
+        let c = budgets.budget("PAYMENTS");
+        let other = budgets.budget("orders");
         assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &c));
         assert!(!Arc::ptr_eq(&a, &other));
         // A non-ASCII id folds like config ids do.
         assert!(Arc::ptr_eq(
-            &retries.budget("Übercluster"),
-            &retries.budget("übercluster")
+            &budgets.budget("Übercluster"),
+            &budgets.budget("übercluster")
         ));
     }
 
@@ -209,51 +365,100 @@ mod tests {
     /// fast path and the folding slow path), and buy retries at the policy's ratio.
     #[test]
     fn deposits_buy_retries_at_the_ratio_whatever_the_case() {
-        let retries = Retries::new(RetryPolicy {
+        let budgets = Budgets::new(RetryPolicy {
             retry_ratio: 0.5,
             min_retries_per_second: 0,
             ..RetryPolicy::default()
         });
-        assert!(!retries.withdraw("payments"), "nothing deposited yet");
+        assert!(!budgets.withdraw("payments"), "nothing deposited yet");
         for id in ["payments", "Payments", "payments", "PAYMENTS"] {
-            retries.deposit(id);
+            budgets.deposit(id, 0);
         }
-        retries.deposit("orders");
+        budgets.deposit("orders", 0);
         // Four requests at 50%: two retries, then none.
-        assert!(retries.withdraw("PAYMENTS"));
-        assert!(retries.withdraw("payments"));
-        assert!(!retries.withdraw("Payments"));
+        assert!(budgets.withdraw("PAYMENTS"));
+        assert!(budgets.withdraw("payments"));
+        assert!(!budgets.withdraw("Payments"));
         assert!(
-            !retries.withdraw("orders"),
+            !budgets.withdraw("orders"),
             "one request buys no whole retry"
         );
+        // A refund gives one back.
+        budgets.refund("payments", 1);
+        assert!(budgets.withdraw("payments"));
+        assert!(!budgets.withdraw("payments"));
     }
 
     /// Threads making a cluster's first calls at once all end up with the same budget.
     #[test]
     fn racing_first_calls_share_one_budget() {
         for _ in 0..20 {
-            let retries = Retries::new(RetryPolicy::default());
+            let budgets = Budgets::new(RetryPolicy::default());
             let barrier = std::sync::Barrier::new(4);
-            let budgets: Vec<_> = std::thread::scope(|s| {
+            let found: Vec<_> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..4)
                     .map(|i| {
-                        let (retries, barrier) = (&retries, &barrier);
+                        let (budgets, barrier) = (&budgets, &barrier);
                         s.spawn(move || {
                             barrier.wait();
                             let id = if i % 2 == 0 { "c" } else { "C" };
-                            retries.deposit(id);
-                            (retries.budget(id), retries.budget("d"))
+                            budgets.deposit(id, 0);
+                            (budgets.budget(id), budgets.budget("d"))
                         })
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
-            for (c, d) in &budgets {
-                assert!(Arc::ptr_eq(c, &budgets[0].0));
-                assert!(Arc::ptr_eq(d, &budgets[0].1));
+            for (c, d) in &found {
+                assert!(Arc::ptr_eq(c, &found[0].0));
+                assert!(Arc::ptr_eq(d, &found[0].1));
             }
-            assert!(!Arc::ptr_eq(&budgets[0].0, &budgets[0].1));
+            assert!(!Arc::ptr_eq(&found[0].0, &found[0].1));
+        }
+    }
+
+    /// Connect failures are requeued, everything else counts; nothing goes on for a request
+    /// that is not retryable.
+    #[test]
+    fn attempts_count_by_kind() {
+        let policy = RetryPolicy::default();
+        let mut count = AttemptCount::new(&policy, true);
+        for _ in 0..10 {
+            assert!(count.failed(FailureKind::Connect), "requeued");
+        }
+        assert!(count.failed(FailureKind::Transport));
+        assert!(count.failed(FailureKind::Status));
+        assert!(!count.failed(FailureKind::TimedOut), "the third attempt");
+        let strict = RetryPolicy {
+            requeue_connect_failures: false,
+            max_attempts: 2,
+            ..policy
+        };
+        let mut count = AttemptCount::new(&strict, true);
+        assert!(count.failed(FailureKind::Connect));
+        assert!(!count.failed(FailureKind::Connect));
+        let mut once = AttemptCount::new(&policy, false);
+        assert!(!once.failed(FailureKind::Connect));
+        assert!(FailureKind::Transport.leaves_tier() && FailureKind::TimedOut.leaves_tier());
+        assert!(!FailureKind::Connect.leaves_tier() && !FailureKind::Status.leaves_tier());
+    }
+
+    /// The status sets: the gateway default, custom ones, refusals of non-errors.
+    #[test]
+    fn status_sets() {
+        let gateway = RetryStatuses::GATEWAY;
+        assert_eq!(format!("{gateway:?}"), "{502, 503, 504}");
+        assert_eq!(RetryStatuses::new([502, 503, 504]).unwrap(), gateway);
+        for s in [0, 200, 399, 500, 501, 505, 599, 600, 655, 656, u16::MAX] {
+            assert!(!gateway.contains(s), "{s}");
+        }
+        let custom = RetryStatuses::new([400, 429, 599]).unwrap();
+        assert!(custom.contains(400) && custom.contains(429) && custom.contains(599));
+        assert!(!custom.contains(503));
+        assert!(RetryStatuses::NONE.is_empty() && !gateway.is_empty());
+        for bad in [200, 302, 600, 1000, 0] {
+            let e = RetryStatuses::new([503, bad]).unwrap_err();
+            assert!(e.to_string().contains(&bad.to_string()), "{e}");
         }
     }
 }

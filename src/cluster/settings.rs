@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::discovery::LocalityTiers;
-use crate::config::model::{ClusterConfig, HealthPolicyOptions};
+use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionOptions};
 use crate::destination::locality::Locality;
+use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::policy::active::ActivePolicyContext;
 use crate::policy::available::AvailablePolicyContext;
@@ -27,6 +28,15 @@ pub(crate) struct ClusterSettings {
     pub probing: Option<Probing>,
     /// How locality maps to tiers, when the cluster asks for it.
     pub locality: Option<LocalityRule>,
+    /// Metadata `HealthCheck.SuspectRanking`: a failed probe ranks a destination with Degraded.
+    pub suspect_ranking: bool,
+    /// Metadata `HealthCheck.ResetPassiveOnRecovery`: passive policies hear of active recoveries.
+    pub reset_passive_on_recovery: bool,
+    /// Metadata `OutlierDetection.*`.
+    pub outlier_detection: OutlierDetectionOptions,
+    /// How long one attempt of a request to the cluster may take, when the cluster sets it
+    /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
+    pub activity_timeout: Option<Duration>,
 }
 
 /// A cluster's locality-to-tier mapping with this process's zone and region resolved
@@ -101,6 +111,10 @@ impl ClusterSettings {
                 interval: config.effective_interval(&options),
                 timeout: config.effective_timeout(&options),
             }),
+            suspect_ranking: config.suspect_ranking(),
+            reset_passive_on_recovery: config.reset_passive_on_recovery(),
+            outlier_detection: config.outlier_detection(),
+            activity_timeout: config.activity_timeout_setting(),
             config: Arc::new(config.clone()),
             policies,
             options,
@@ -108,11 +122,15 @@ impl ClusterSettings {
         }
     }
 
-    pub fn available_context(&self) -> AvailablePolicyContext<'_> {
+    /// The context of the available-destinations policy and of selection; `first_probes_pending`
+    /// comes from the cluster's run time (see `ClusterSnapshot::available_context`).
+    pub fn available_context(&self, first_probes_pending: bool) -> AvailablePolicyContext<'_> {
         AvailablePolicyContext {
             cluster_id: &self.id,
             active_enabled: self.policies.active.is_some(),
             passive_enabled: self.policies.passive.is_some(),
+            suspect_ranking: self.suspect_ranking,
+            first_probes_pending: first_probes_pending && self.policies.active.is_some(),
         }
     }
 
@@ -129,6 +147,8 @@ impl ClusterSettings {
     pub fn passive_context<'a>(
         &'a self,
         destination: &'a Destination,
+        cluster_state: &'a StateSlots,
+        cluster_size: usize,
         now: Duration,
     ) -> PassivePolicyContext<'a> {
         PassivePolicyContext {
@@ -141,9 +161,12 @@ impl ClusterSettings {
                 .passive()
                 .reactivation_period_setting(),
             effective_reactivation_period: self.reactivation_period,
+            outlier_detection: &self.outlier_detection,
             options: &self.options,
             destination,
             now,
+            cluster_state,
+            cluster_size,
         }
     }
 }

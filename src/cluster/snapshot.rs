@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::settings::ClusterSettings;
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
+use crate::policy::available::AvailablePolicyContext;
 use crate::selection::balancing::Prepared;
 use crate::selection::group::best_group;
 
@@ -29,17 +30,26 @@ pub(crate) struct ClusterSnapshot {
     pub prepared: Prepared,
     /// The cluster's round-robin counter, shared by all its snapshots (SPEC §6).
     pub counter: Arc<AtomicUsize>,
-    /// What the cluster still waits for before its first picks.
-    pub waiting: Waiting,
+    /// Active checks are on and the first-pick warm-up is not over: the first picks wait.
+    pub warming: bool,
+    /// Active checks are on and some member has not had its first probe result yet: until then
+    /// those rank below members already probed successfully.
+    pub first_probes_pending: bool,
+    /// A discovery source has not answered yet: a pick that finds nothing says so (SPEC §13).
+    pub discovery_pending: bool,
 }
 
-/// What a cluster waits for before its first picks (SPEC §6, §13).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Waiting {
-    /// Active checks are on and no probe round has finished yet: the first picks wait for one.
-    pub first_round: bool,
-    /// A discovery source has not answered yet: a pick that finds nothing says so.
-    pub discovery: bool,
+/// Where a cluster stands in its first probes (SPEC §6, §14.1) and its sources' first answers
+/// (SPEC §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct WarmUp {
+    /// The first picks still wait: no destination of the best tier that can still succeed has
+    /// succeeded, and not every first probe has finished.
+    pub warming: bool,
+    /// Not every destination has had its first probe result.
+    pub first_probes_pending: bool,
+    /// A discovery source of the cluster has not answered yet.
+    pub discovery_pending: bool,
 }
 
 impl ClusterSnapshot {
@@ -49,9 +59,9 @@ impl ClusterSnapshot {
         settings: Arc<ClusterSettings>,
         members: Vec<Arc<Destination>>,
         counter: Arc<AtomicUsize>,
-        waiting: Waiting,
+        warm_up: WarmUp,
     ) -> Self {
-        let ctx = settings.available_context();
+        let ctx = settings.available_context(warm_up.first_probes_pending);
         let availability = settings.policies.available.policy.available(&ctx, &members);
         let (best, best_class) = best_group(&ctx, &availability.destinations);
         let prepared = settings.policies.load_balancing.policy.prepare(&best);
@@ -63,20 +73,41 @@ impl ClusterSnapshot {
             panic: availability.panic,
             prepared,
             counter,
-            waiting,
+            warming: warm_up.warming,
+            first_probes_pending: warm_up.first_probes_pending,
+            discovery_pending: warm_up.discovery_pending,
             settings,
         }
     }
 
-    /// The same members under the same settings, judged again (after a health change), now
-    /// waiting for `waiting`.
-    pub fn rebuilt(&self, waiting: Waiting) -> Self {
+    /// The same members under the same settings and warm-up, judged again (after a health
+    /// change).
+    pub fn rebuilt(&self) -> Self {
+        self.rebuilt_with(self.warm_up())
+    }
+
+    /// The same members under the same settings, judged again in `warm_up`.
+    pub fn rebuilt_with(&self, warm_up: WarmUp) -> Self {
         Self::build(
             self.settings.clone(),
             self.members.clone(),
             self.counter.clone(),
-            waiting,
+            warm_up,
         )
+    }
+
+    /// Its warm-up state.
+    pub fn warm_up(&self) -> WarmUp {
+        WarmUp {
+            warming: self.warming,
+            first_probes_pending: self.first_probes_pending,
+            discovery_pending: self.discovery_pending,
+        }
+    }
+
+    /// The context selection ranked this snapshot's destinations in.
+    pub fn available_context(&self) -> AvailablePolicyContext<'_> {
+        self.settings.available_context(self.first_probes_pending)
     }
 
     /// No members at all: what a cluster holds before its first publication and after it left
@@ -91,7 +122,9 @@ impl ClusterSnapshot {
             panic: false,
             prepared: Prepared::none(),
             counter,
-            waiting: Waiting::default(),
+            warming: false,
+            first_probes_pending: false,
+            discovery_pending: false,
         }
     }
 }

@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::source_consul::ConsulSourceConfig;
+use super::source_etcd::EtcdSourceConfig;
+use super::source_kubernetes::KubernetesSourceConfig;
+
 /// One discovery source of a cluster, as configured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscoveryConfig {
@@ -36,6 +40,13 @@ pub enum SourceConfig {
     /// YARP's DNS destination resolver: each configured destination's host is resolved and the
     /// destination expands to one destination per address, `id[ip]` (feature `dns`).
     ResolveDestinations(ResolveDestinationsConfig),
+    /// The keys under an etcd prefix, watched (feature `etcd`).
+    Etcd(EtcdSourceConfig),
+    /// A Consul service's instances, through blocking queries (feature `consul`).
+    Consul(ConsulSourceConfig),
+    /// A Kubernetes Service's endpoints, from its EndpointSlices, watched (feature
+    /// `kubernetes`).
+    Kubernetes(KubernetesSourceConfig),
 }
 
 /// Which DNS records a [`SourceConfig::Dns`] source reads.
@@ -269,6 +280,9 @@ impl SourceConfig {
         match self {
             SourceConfig::Dns(_) => "Dns",
             SourceConfig::ResolveDestinations(_) => "ResolveDestinations",
+            SourceConfig::Etcd(_) => "Etcd",
+            SourceConfig::Consul(_) => "Consul",
+            SourceConfig::Kubernetes(_) => "Kubernetes",
         }
     }
 
@@ -276,6 +290,9 @@ impl SourceConfig {
     pub fn feature(&self) -> &'static str {
         match self {
             SourceConfig::Dns(_) | SourceConfig::ResolveDestinations(_) => "dns",
+            SourceConfig::Etcd(_) => "etcd",
+            SourceConfig::Consul(_) => "consul",
+            SourceConfig::Kubernetes(_) => "kubernetes",
         }
     }
 
@@ -291,6 +308,20 @@ impl SourceConfig {
                 }
             ),
             SourceConfig::ResolveDestinations(_) => "the configured destinations' hosts".into(),
+            SourceConfig::Etcd(etcd) => {
+                format!("{} at {}", etcd.prefix, join_urls(&etcd.endpoints))
+            }
+            SourceConfig::Consul(consul) => {
+                let mut target = format!("service {}", consul.service);
+                if let Some(tag) = &consul.tag {
+                    target.push_str(&format!(" tag {tag}"));
+                }
+                if !consul.datacenters.is_empty() {
+                    target.push_str(&format!(" in {}", consul.datacenters.join(", ")));
+                }
+                target
+            }
+            SourceConfig::Kubernetes(kubernetes) => format!("service {}", kubernetes.target()),
         }
     }
 }
@@ -467,4 +498,12 @@ impl LocalityTiers {
     pub fn named_tiers(&self) -> &BTreeMap<String, u32> {
         &self.tiers
     }
+}
+
+/// URLs as one line for a status.
+fn join_urls(urls: &[url::Url]) -> String {
+    urls.iter()
+        .map(url::Url::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

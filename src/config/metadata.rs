@@ -11,6 +11,53 @@ pub const TRANSPORT_FAILURE_RATE_LIMIT_KEY: &str = "TransportFailureRateHealthPo
 /// Metadata key of a destination's weight (healthpick extension; YARP ignores it).
 pub const WEIGHT_KEY: &str = "Weight";
 
+/// Cluster metadata key (healthpick extension): whether a destination whose most recent probe
+/// failed, but which its active policy has not ejected yet, ranks with Degraded destinations
+/// (`true`, the default) or with Healthy ones, as in YARP (`false`).
+pub const SUSPECT_RANKING_KEY: &str = "HealthCheck.SuspectRanking";
+
+/// Cluster metadata key (healthpick extension): whether the passive policies forget what they
+/// saw of a destination when active checks see it come back, Unhealthy to Healthy (`true`, the
+/// default), or keep it, as in YARP (`false`).
+pub const RESET_PASSIVE_ON_RECOVERY_KEY: &str = "HealthCheck.ResetPassiveOnRecovery";
+
+/// Cluster metadata key of OutlierDetection: consecutive 5xx responses (transport failures
+/// included) that eject a destination; a non-negative integer, `0` turns this detector off.
+/// Default 5 (Envoy's `consecutive_5xx`).
+pub const OUTLIER_CONSECUTIVE_5XX_KEY: &str = "OutlierDetection.Consecutive5xx";
+/// Cluster metadata key of OutlierDetection: consecutive gateway errors (502, 503, 504 and
+/// transport failures) that eject a destination; `0` turns this detector off. Default 5
+/// (Envoy's `consecutive_gateway_failure`).
+pub const OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY: &str =
+    "OutlierDetection.ConsecutiveGatewayFailure";
+/// Cluster metadata key of OutlierDetection: the first ejection's length, a TimeSpan; the n-th
+/// ejection in a row lasts n times as long. Default `00:00:30` (Envoy's `base_ejection_time`).
+pub const OUTLIER_BASE_EJECTION_TIME_KEY: &str = "OutlierDetection.BaseEjectionTime";
+/// Cluster metadata key of OutlierDetection: the longest ejection, a TimeSpan (at least the
+/// base ejection time). Default `00:05:00` (Envoy's `max_ejection_time`).
+pub const OUTLIER_MAX_EJECTION_TIME_KEY: &str = "OutlierDetection.MaxEjectionTime";
+/// Cluster metadata key of OutlierDetection: the most destinations ejected at once, in percent
+/// of the cluster (0 to 100), but never fewer than one destination. Default 10 (Envoy's
+/// `max_ejection_percent`).
+pub const OUTLIER_MAX_EJECTION_PERCENT_KEY: &str = "OutlierDetection.MaxEjectionPercent";
+/// Cluster metadata key of OutlierDetection: how long a destination must stay in service,
+/// without a new ejection, for its ejection count to drop by one, a TimeSpan. Default
+/// `00:00:10` (Envoy's `interval`).
+pub const OUTLIER_INTERVAL_KEY: &str = "OutlierDetection.Interval";
+
+/// Reads a metadata boolean as .NET's `bool.TryParse` does: `true` or `false` in any case,
+/// surrounding spaces allowed.
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Reads a destination weight: a finite, non-negative number (`3`, `1.5`).
 pub(crate) fn parse_weight(value: &str) -> Option<f64> {
     parse_number(value).filter(|w| *w >= 0.0)
@@ -62,6 +109,23 @@ impl Metadata {
         }
     }
 
+    /// Metadata from entries in order; of keys that differ only in case the last value wins, at
+    /// the first key's position (as repeated [`insert`](Self::insert)s would do, in linear time).
+    pub(crate) fn from_entries(entries: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (key, value) in entries {
+            match index.entry(crate::ids::fold_case(&key)) {
+                std::collections::hash_map::Entry::Occupied(at) => out[*at.get()].1 = value,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(out.len());
+                    out.push((key, value));
+                }
+            }
+        }
+        Metadata { entries: out }
+    }
+
     /// The value of `key`, compared case-insensitively.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries
@@ -84,4 +148,23 @@ impl Metadata {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// Reads a metadata count: a non-negative integer (`5`; `5.0` is refused).
+pub(crate) fn parse_count(value: &str) -> Option<u32> {
+    value.trim().parse::<u32>().ok()
+}
+
+/// Reads a metadata TimeSpan (the configuration's grammar, humantime included); only positive
+/// values.
+pub(crate) fn parse_positive_timespan(value: &str) -> Option<std::time::Duration> {
+    crate::config::timespan::parse_timespan(value)
+        .ok()
+        .filter(|span| span.is_positive())
+        .and_then(|span| span.to_duration())
+}
+
+/// Reads a metadata percentage: a number from 0 to 100.
+pub(crate) fn parse_percent(value: &str) -> Option<f64> {
+    parse_number(value).filter(|p| (0.0..=100.0).contains(p))
 }

@@ -26,11 +26,14 @@ pub use discovery::{
     RefreshBounds, ResolveDestinationsConfig, SourceConfig, LOCAL_REGION_VAR, LOCAL_ZONE_VAR,
 };
 pub use metadata::{
-    Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, OUTLIER_BASE_EJECTION_TIME_KEY,
+    OUTLIER_CONSECUTIVE_5XX_KEY, OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY, OUTLIER_INTERVAL_KEY,
+    OUTLIER_MAX_EJECTION_PERCENT_KEY, OUTLIER_MAX_EJECTION_TIME_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
+    SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
 pub use model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthCheckConfig,
-    HealthPolicyOptions, PassiveHealthCheckConfig,
+    HealthPolicyOptions, OutlierDetectionOptions, PassiveHealthCheckConfig,
 };
 pub use source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 pub use source_etcd::EtcdSourceConfig;

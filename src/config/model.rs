@@ -4,8 +4,11 @@ use std::time::Duration;
 
 use super::discovery::{DiscoveryConfig, LocalityTiers, SourceConfig};
 use super::metadata::{
-    parse_number, parse_weight, Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-    TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
+    Metadata, CONSECUTIVE_FAILURES_THRESHOLD_KEY, OUTLIER_BASE_EJECTION_TIME_KEY,
+    OUTLIER_CONSECUTIVE_5XX_KEY, OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY, OUTLIER_INTERVAL_KEY,
+    OUTLIER_MAX_EJECTION_PERCENT_KEY, OUTLIER_MAX_EJECTION_TIME_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
+    SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
 use crate::ids::eq_ignore_case;
 
@@ -117,6 +120,60 @@ impl Default for HealthPolicyOptions {
     }
 }
 
+/// The settings of the OutlierDetection passive policy (Envoy's outlier detection, SPEC §14.1),
+/// read from cluster metadata (`OutlierDetection.Consecutive5xx`, ...; see
+/// [`ClusterConfig::outlier_detection`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutlierDetectionOptions {
+    /// Consecutive 5xx responses (transport failures included) that eject; 0: off. Default 5.
+    pub consecutive_5xx: u32,
+    /// Consecutive gateway errors (502, 503, 504, transport failures) that eject; 0: off.
+    /// Default 5.
+    pub consecutive_gateway_failure: u32,
+    /// The first ejection's length; the n-th in a row lasts n times as long. Default 30 s.
+    pub base_ejection_time: Duration,
+    /// The longest ejection (the base ejection time when that is longer). Default 300 s.
+    pub max_ejection_time: Duration,
+    /// The most destinations ejected at once, in percent of the cluster, never fewer than one.
+    /// Default 10.
+    pub max_ejection_percent: f64,
+    /// Time in service without a new ejection that lowers the ejection count by one. Default
+    /// 10 s.
+    pub interval: Duration,
+}
+
+impl Default for OutlierDetectionOptions {
+    fn default() -> Self {
+        OutlierDetectionOptions {
+            consecutive_5xx: 5,
+            consecutive_gateway_failure: 5,
+            base_ejection_time: Duration::from_secs(30),
+            max_ejection_time: Duration::from_secs(300),
+            max_ejection_percent: 10.0,
+            interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl OutlierDetectionOptions {
+    /// How long the `count`-th ejection in a row lasts: the base ejection time times `count`,
+    /// at most the maximum (or the base, when that is longer).
+    pub fn ejection_time(&self, count: u32) -> Duration {
+        let cap = self.max_ejection_time.max(self.base_ejection_time);
+        self.base_ejection_time
+            .checked_mul(count.max(1))
+            .map_or(cap, |time| time.min(cap))
+    }
+
+    /// How many of a cluster's `size` destinations may be ejected at once: the share of
+    /// [`max_ejection_percent`](Self::max_ejection_percent), rounded down, but at least one.
+    pub fn max_ejected(&self, size: usize) -> usize {
+        let share = (size as f64 * self.max_ejection_percent / 100.0).floor();
+        // `share` is finite and at most `size`.
+        (share as usize).max(1)
+    }
+}
+
 /// One cluster: a named group of interchangeable destinations (SPEC §1).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
@@ -126,6 +183,7 @@ pub struct ClusterConfig {
     pub(crate) metadata: Metadata,
     pub(crate) destinations: Vec<DestinationConfig>,
     pub(crate) http_version: Option<String>,
+    pub(crate) activity_timeout: Option<Duration>,
     pub(crate) dangerous_accept_any_server_certificate: bool,
     pub(crate) max_connections_per_server: Option<u32>,
     pub(crate) discovery: Vec<DiscoveryConfig>,
@@ -142,6 +200,7 @@ impl ClusterConfig {
             metadata: Metadata::new(),
             destinations: Vec::new(),
             http_version: None,
+            activity_timeout: None,
             dangerous_accept_any_server_certificate: false,
             max_connections_per_server: None,
             discovery: Vec::new(),
@@ -204,6 +263,15 @@ impl ClusterConfig {
         self
     }
 
+    /// Sets how long one attempt of a request through the wrapped client or the middleware may
+    /// take (YARP's `HttpRequest:ActivityTimeout`); it replaces the client's attempt timeout for
+    /// this cluster (a request's own timeout still wins). Must be positive. Default: none, the
+    /// client's setting applies.
+    pub fn activity_timeout(mut self, timeout: Duration) -> Self {
+        self.activity_timeout = Some(timeout);
+        self
+    }
+
     /// The cluster id, spelled as given.
     pub fn id(&self) -> &str {
         &self.id
@@ -236,6 +304,11 @@ impl ClusterConfig {
         self.http_version.as_deref()
     }
 
+    /// The attempt timeout of requests to this cluster, if set (`HttpRequest:ActivityTimeout`).
+    pub fn activity_timeout_setting(&self) -> Option<Duration> {
+        self.activity_timeout
+    }
+
     /// The ConsecutiveFailures threshold in force: cluster metadata
     /// `ConsecutiveFailuresHealthPolicy.Threshold` when it is a finite number, else the default.
     pub fn failure_threshold(&self, options: &HealthPolicyOptions) -> f64 {
@@ -248,6 +321,57 @@ impl ClusterConfig {
     pub fn failure_rate_limit(&self, options: &HealthPolicyOptions) -> f64 {
         self.metadata_number(TRANSPORT_FAILURE_RATE_LIMIT_KEY)
             .unwrap_or(options.default_failure_rate_limit)
+    }
+
+    /// Whether destinations whose most recent probe failed rank with Degraded ones: cluster
+    /// metadata `HealthCheck.SuspectRanking` (default `true`; healthpick extension).
+    pub fn suspect_ranking(&self) -> bool {
+        self.metadata_bool(SUSPECT_RANKING_KEY).unwrap_or(true)
+    }
+
+    /// Whether passive policies forget a destination's history when active checks see it
+    /// recover: cluster metadata `HealthCheck.ResetPassiveOnRecovery` (default `true`;
+    /// healthpick extension).
+    pub fn reset_passive_on_recovery(&self) -> bool {
+        self.metadata_bool(RESET_PASSIVE_ON_RECOVERY_KEY)
+            .unwrap_or(true)
+    }
+
+    /// The OutlierDetection settings in force: each from its cluster metadata key when that is
+    /// valid, else the default (validation warns about invalid ones).
+    pub fn outlier_detection(&self) -> OutlierDetectionOptions {
+        let d = OutlierDetectionOptions::default();
+        let md = &self.metadata;
+        OutlierDetectionOptions {
+            consecutive_5xx: md
+                .get(OUTLIER_CONSECUTIVE_5XX_KEY)
+                .and_then(parse_count)
+                .unwrap_or(d.consecutive_5xx),
+            consecutive_gateway_failure: md
+                .get(OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY)
+                .and_then(parse_count)
+                .unwrap_or(d.consecutive_gateway_failure),
+            base_ejection_time: md
+                .get(OUTLIER_BASE_EJECTION_TIME_KEY)
+                .and_then(parse_positive_timespan)
+                .unwrap_or(d.base_ejection_time),
+            max_ejection_time: md
+                .get(OUTLIER_MAX_EJECTION_TIME_KEY)
+                .and_then(parse_positive_timespan)
+                .unwrap_or(d.max_ejection_time),
+            max_ejection_percent: md
+                .get(OUTLIER_MAX_EJECTION_PERCENT_KEY)
+                .and_then(parse_percent)
+                .unwrap_or(d.max_ejection_percent),
+            interval: md
+                .get(OUTLIER_INTERVAL_KEY)
+                .and_then(parse_positive_timespan)
+                .unwrap_or(d.interval),
+        }
+    }
+
+    fn metadata_bool(&self, key: &str) -> Option<bool> {
+        self.metadata.get(key).and_then(parse_bool)
     }
 
     fn metadata_number(&self, key: &str) -> Option<f64> {
@@ -453,7 +577,9 @@ impl PassiveHealthCheckConfig {
         }
     }
 
-    /// Sets the passive policy by name. Default `TransportFailureRate`.
+    /// Sets the passive policy by name, or several, comma-separated
+    /// (`"TransportFailureRate, OutlierDetection"`; see
+    /// [`policy_names`](Self::policy_names)). Default `TransportFailureRate`.
     pub fn policy(mut self, name: impl Into<String>) -> Self {
         self.policy = Some(name.into());
         self
@@ -471,9 +597,38 @@ impl PassiveHealthCheckConfig {
         self.enabled
     }
 
-    /// The policy name as given, or the default.
+    /// The policy name as given (a comma-separated list when several policies run), or the
+    /// default.
     pub fn policy_name(&self) -> &str {
         self.policy.as_deref().unwrap_or(DEFAULT_PASSIVE_POLICY)
+    }
+
+    /// The passive policies to run, in order: the comma-separated names of
+    /// [`policy_name`](Self::policy_name), trimmed, empty entries skipped; the default when none
+    /// is left. Several policies combine (healthpick extension): every listed policy judges every
+    /// outcome; the destination is passively Unhealthy as soon as one of them says so (for the
+    /// longest reactivation period among those that do), Healthy when none does and one says
+    /// Healthy.
+    ///
+    /// ```
+    /// use healthpick::config::PassiveHealthCheckConfig;
+    ///
+    /// let passive = PassiveHealthCheckConfig::enabled().policy("TransportFailureRate, OutlierDetection");
+    /// assert_eq!(passive.policy_names(), ["TransportFailureRate", "OutlierDetection"]);
+    /// assert_eq!(PassiveHealthCheckConfig::enabled().policy_names(), ["TransportFailureRate"]);
+    /// ```
+    pub fn policy_names(&self) -> Vec<&str> {
+        let names: Vec<&str> = self
+            .policy_name()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            vec![DEFAULT_PASSIVE_POLICY]
+        } else {
+            names
+        }
     }
 
     /// The reactivation period as given.

@@ -129,6 +129,9 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     }
     if let Some(request) = r.object(body, "", "HttpRequest") {
         cluster.http_version = r.text(request, "HttpRequest", "Version");
+        // Always in force: a client applies it whenever the cluster is called.
+        cluster.activity_timeout =
+            r.positive_duration(request, "HttpRequest", "ActivityTimeout", true);
     }
     cluster.discovery = read_discovery(&mut r, body);
     cluster.locality_tiers = read_locality_tiers(&mut r, body);

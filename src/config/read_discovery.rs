@@ -12,11 +12,14 @@ use super::discovery::{
     RefreshBounds, ResolveDestinationsConfig, SourceConfig,
 };
 use super::metadata::parse_number;
+use super::source_consul::ConsulSourceConfig;
+use super::source_etcd::EtcdSourceConfig;
+use super::source_kubernetes::KubernetesSourceConfig;
 use super::tree::{join, Node, Reader};
 use crate::ids::eq_ignore_case;
 
 /// The source types a `Discovery` section may name.
-const TYPES: &[&str] = &["Dns", "ResolveDestinations"];
+const TYPES: &[&str] = &["Dns", "ResolveDestinations", "Etcd", "Consul", "Kubernetes"];
 
 /// The keys every source takes, and those of each type.
 const COMMON_KEYS: &[&str] = &[
@@ -30,6 +33,29 @@ const COMMON_KEYS: &[&str] = &[
 ];
 const DNS_KEYS: &[&str] = &["Name", "Record", "Port", "Scheme", "Servers", "Timeout"];
 const RESOLVE_KEYS: &[&str] = &["Servers", "Timeout"];
+const ETCD_KEYS: &[&str] = &["Endpoints", "Prefix", "Timeout"];
+const KUBERNETES_KEYS: &[&str] = &[
+    "Service",
+    "Namespace",
+    "PortName",
+    "Scheme",
+    "Context",
+    "Resync",
+    "IdleTimeout",
+    "LocalZone",
+];
+const CONSUL_KEYS: &[&str] = &[
+    "Service",
+    "Address",
+    "Datacenters",
+    "Tag",
+    "Token",
+    "Wait",
+    "Stale",
+    "MaxStale",
+    "Scheme",
+    "Timeout",
+];
 const GUARD_KEYS: &[&str] = &["Policy", "MaxRemovedShare", "ConfirmAfter"];
 const LOCALITY_KEYS: &[&str] = &["Enabled", "LocalZone", "LocalRegion", "Tiers"];
 
@@ -85,6 +111,15 @@ fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<Discover
                     .unwrap_or(Duration::from_secs(5)),
             },
         ))
+    } else if eq_ignore_case(kind.trim(), "Etcd") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, ETCD_KEYS]);
+        read_etcd(r, node, at).map(SourceConfig::Etcd)
+    } else if eq_ignore_case(kind.trim(), "Consul") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, CONSUL_KEYS]);
+        read_consul(r, node, at).map(SourceConfig::Consul)
+    } else if eq_ignore_case(kind.trim(), "Kubernetes") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, KUBERNETES_KEYS]);
+        read_kubernetes(r, node, at).map(SourceConfig::Kubernetes)
     } else {
         r.diags.error(
             r.place.path(&join(at, "Type")),
@@ -202,6 +237,268 @@ fn read_dns(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<DnsSourceCo
         servers,
         timeout,
     })
+}
+
+fn read_etcd(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<EtcdSourceConfig> {
+    let endpoints = urls(r, node, at, "Endpoints");
+    if endpoints.as_ref().is_some_and(Vec::is_empty) || node.get("Endpoints").is_none() {
+        r.diags.error(
+            r.place.path(&join(at, "Endpoints")),
+            r.place
+                .message("an Etcd source needs the Endpoints of etcd (http://10.0.0.5:2379)"),
+        );
+    }
+    let prefix = r.text(node, at, "Prefix");
+    match &prefix {
+        None => r.diags.error(
+            r.place.path(&join(at, "Prefix")),
+            r.place.message(
+                "an Etcd source needs the key Prefix of its instances (/services/payments/)",
+            ),
+        ),
+        Some(p) if p.is_empty() => r.diags.error(
+            r.place.path(&join(at, "Prefix")),
+            r.place
+                .message("Prefix `` is empty: it would read every key of etcd"),
+        ),
+        Some(_) => {}
+    }
+    let timeout = r.positive_duration(node, at, "Timeout", true);
+    let endpoints = endpoints.filter(|e| !e.is_empty())?;
+    let mut config = EtcdSourceConfig::new(endpoints, prefix?);
+    if let Some(timeout) = timeout {
+        config.timeout = timeout;
+    }
+    Some(config)
+}
+
+fn read_kubernetes(
+    r: &mut Reader<'_, '_>,
+    node: &Node,
+    at: &str,
+) -> Option<KubernetesSourceConfig> {
+    let service = r.text(node, at, "Service").map(|s| s.trim().to_string());
+    let service = match service {
+        Some(name) if is_dns_label(&name) => Some(name),
+        Some(name) => {
+            r.diags.error(
+                r.place.path(&join(at, "Service")),
+                r.place.message(format!(
+                    "Service `{name}` is not a Kubernetes Service name (a DNS label: lower-case letters, digits and `-`, at most 63)"
+                )),
+            );
+            None
+        }
+        None => {
+            r.diags.error(
+                r.place.path(&join(at, "Service")),
+                r.place
+                    .message("a Kubernetes source needs the Service whose EndpointSlices it reads"),
+            );
+            None
+        }
+    };
+    let namespace = r.text(node, at, "Namespace").map(|s| s.trim().to_string());
+    if let Some(ns) = namespace.as_deref().filter(|ns| !is_dns_label(ns)) {
+        r.diags.error(
+            r.place.path(&join(at, "Namespace")),
+            r.place.message(format!(
+                "Namespace `{ns}` is not a Kubernetes namespace name (a DNS label)"
+            )),
+        );
+    }
+    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
+    if !["http", "https"]
+        .iter()
+        .any(|s| eq_ignore_case(s, scheme.trim()))
+    {
+        r.diags.error(
+            r.place.path(&join(at, "Scheme")),
+            r.place
+                .message(format!("Scheme `{scheme}` is not http or https")),
+        );
+    }
+    let resync = r.positive_duration(node, at, "Resync", true);
+    if let Some(every) = resync.filter(|d| *d < Duration::from_secs(1)) {
+        r.diags.error(
+            r.place.path(&join(at, "Resync")),
+            r.place.message(format!(
+                "Resync ({} ms) is under 1 s: the slices would be listed again and again",
+                every.as_millis()
+            )),
+        );
+    }
+    let idle = r.positive_duration(node, at, "IdleTimeout", true);
+    if let Some(idle) = idle.filter(|d| *d < Duration::from_secs(6)) {
+        r.diags.error(
+            r.place.path(&join(at, "IdleTimeout")),
+            r.place.message(format!(
+                "IdleTimeout ({} ms) is under 6 s (the API server is asked to end a watch 5 s before it)",
+                idle.as_millis()
+            )),
+        );
+    }
+    let mut config = KubernetesSourceConfig::new(service?);
+    config.namespace = namespace;
+    config.port_name = r
+        .text(node, at, "PortName")
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    config.scheme = scheme.trim().to_ascii_lowercase();
+    config.context = r.text(node, at, "Context").filter(|c| !c.trim().is_empty());
+    config.local_zone = r
+        .text(node, at, "LocalZone")
+        .map(|z| z.trim().to_string())
+        .filter(|z| !z.is_empty());
+    if let Some(resync) = resync {
+        config.resync = resync;
+    }
+    if let Some(idle) = idle {
+        config.idle_timeout = idle;
+    }
+    Some(config)
+}
+
+/// A DNS label as Kubernetes names Services and namespaces (RFC 1123).
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+fn read_consul(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<ConsulSourceConfig> {
+    let service = r.text(node, at, "Service").filter(|s| !s.trim().is_empty());
+    if service.is_none() {
+        r.diags.error(
+            r.place.path(&join(at, "Service")),
+            r.place
+                .message("a Consul source needs the Service whose instances it reads"),
+        );
+    }
+    let address = r.text(node, at, "Address").and_then(|text| {
+        let trimmed = text.trim();
+        let with_scheme = if trimmed.contains("://") {
+            trimmed.to_string()
+        } else {
+            format!("http://{trimmed}")
+        };
+        match url::Url::parse(&with_scheme) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => Some(url),
+            _ => {
+                r.diags.error(
+                    r.place.path(&join(at, "Address")),
+                    r.place.message(format!(
+                        "Address `{text}` is not the URL of a Consul agent (http://127.0.0.1:8500)"
+                    )),
+                );
+                None
+            }
+        }
+    });
+    let datacenters = strings(r, node, at, "Datacenters");
+    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
+    if !["http", "https"]
+        .iter()
+        .any(|s| eq_ignore_case(s, scheme.trim()))
+    {
+        r.diags.error(
+            r.place.path(&join(at, "Scheme")),
+            r.place
+                .message(format!("Scheme `{scheme}` is not http or https")),
+        );
+    }
+    let wait = r.positive_duration(node, at, "Wait", true);
+    if let Some(w) = wait {
+        if w > Duration::from_secs(600) {
+            r.diags.error(
+                r.place.path(&join(at, "Wait")),
+                r.place.message(format!(
+                    "Wait ({} s) is longer than Consul's longest blocking query (10 min)",
+                    w.as_secs()
+                )),
+            );
+        }
+    }
+    let stale = r.bool(node, at, "Stale");
+    let max_stale = r.positive_duration(node, at, "MaxStale", true);
+    let timeout = r.positive_duration(node, at, "Timeout", true);
+    let mut config = ConsulSourceConfig::new(service?);
+    config.address = address;
+    config.datacenters = datacenters;
+    config.tag = r.text(node, at, "Tag");
+    config.token = r.text(node, at, "Token");
+    config.scheme = scheme.trim().to_ascii_lowercase();
+    if let Some(wait) = wait {
+        config.wait = wait.min(Duration::from_secs(600));
+    }
+    // `MaxStale` alone allows stale reads too; `Stale: true` alone allows 10 s.
+    config.stale = match (stale, max_stale) {
+        (Some(false), _) => None,
+        (_, Some(max)) => Some(max),
+        (Some(true), None) => Some(Duration::from_secs(10)),
+        (None, None) => None,
+    };
+    if let Some(timeout) = timeout {
+        config.timeout = timeout;
+    }
+    Some(config)
+}
+
+/// A list of strings (an array, or one string).
+fn strings(r: &mut Reader<'_, '_>, node: &Node, at: &str, key: &str) -> Vec<String> {
+    match node.get(key) {
+        None | Some(Node::Null) => Vec::new(),
+        Some(Node::Value(v)) => vec![v.clone()],
+        Some(Node::Object(items)) => items
+            .iter()
+            .filter_map(|(i, v)| match v {
+                Node::Value(v) => Some(v.clone()),
+                other => {
+                    r.diags.error(
+                        r.place.path(&join(at, &format!("{key}:{i}"))),
+                        r.place.message(format!(
+                            "{key} entries must be text, found {}",
+                            other.kind()
+                        )),
+                    );
+                    None
+                }
+            })
+            .collect(),
+    }
+}
+
+/// A list of http(s) URLs (an array, or one string); `None` when one is bad.
+fn urls(r: &mut Reader<'_, '_>, node: &Node, at: &str, key: &str) -> Option<Vec<url::Url>> {
+    let mut ok = true;
+    let mut out = Vec::new();
+    let texts = strings(r, node, at, key);
+    for (i, text) in texts.iter().enumerate() {
+        match url::Url::parse(text.trim()) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                out.push(url)
+            }
+            _ => {
+                ok = false;
+                let path = if texts.len() == 1 && matches!(node.get(key), Some(Node::Value(_))) {
+                    join(at, key)
+                } else {
+                    join(at, &format!("{key}:{i}"))
+                };
+                r.diags.error(
+                    r.place.path(&path),
+                    r.place.message(format!(
+                        "`{text}` is not an http(s) URL (http://10.0.0.5:2379)"
+                    )),
+                );
+            }
+        }
+    }
+    ok.then_some(out)
 }
 
 /// `Servers`: `ip:port` strings, as an array or one string.

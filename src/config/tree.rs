@@ -183,18 +183,18 @@ impl Reader<'_, '_> {
     }
 
     pub fn metadata(&mut self, node: &Node, prefix: &str) -> Metadata {
-        let mut metadata = Metadata::new();
         let Some(section) = node.get("Metadata") else {
-            return metadata;
+            return Metadata::new();
         };
         check_duplicate_keys(
             section,
             &self.place.path(&join(prefix, "Metadata")),
             self.diags,
         );
+        let mut entries = Vec::with_capacity(section.entries().len());
         for (key, value) in section.entries() {
             match value {
-                Node::Value(v) => metadata.insert(key.clone(), v.clone()),
+                Node::Value(v) => entries.push((key.clone(), v.clone())),
                 Node::Null => {}
                 Node::Object(_) => self.diags.warning(
                     self.place.path(&join(prefix, &format!("Metadata:{key}"))),
@@ -203,7 +203,7 @@ impl Reader<'_, '_> {
                 ),
             }
         }
-        metadata
+        Metadata::from_entries(entries)
     }
 
     pub fn object<'n>(&mut self, node: &'n Node, prefix: &str, key: &str) -> Option<&'n Node> {

@@ -9,12 +9,16 @@ use std::collections::HashMap;
 
 use super::diagnostics::{Diagnostic, Diagnostics, Place};
 use super::metadata::{
-    parse_number, parse_weight, CONSECUTIVE_FAILURES_THRESHOLD_KEY,
-    TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
+    parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
+    CONSECUTIVE_FAILURES_THRESHOLD_KEY, OUTLIER_BASE_EJECTION_TIME_KEY,
+    OUTLIER_CONSECUTIVE_5XX_KEY, OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY, OUTLIER_INTERVAL_KEY,
+    OUTLIER_MAX_EJECTION_PERCENT_KEY, OUTLIER_MAX_EJECTION_TIME_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
+    SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
+use super::model::OutlierDetectionOptions;
 use super::model::{ClusterConfig, Config, DestinationConfig};
 use crate::ids::fold_case;
-use crate::uri::parse_base;
+use crate::uri::{parse_base, shown};
 
 /// Checks everything of a configuration but its policy names (which the policy registry
 /// resolves, see [`PolicyNames`](super::check::PolicyNames)).
@@ -70,6 +74,13 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
         }
     }
 
+    if cluster.activity_timeout.is_some_and(|d| d.is_zero()) {
+        diags.error(
+            place.path("HttpRequest:ActivityTimeout"),
+            place.message("ActivityTimeout `00:00:00` must be positive"),
+        );
+    }
+
     let passive = &hc.passive;
     if passive.enabled && passive.reactivation_period.is_some_and(|d| d.is_zero()) {
         diags.error(
@@ -95,6 +106,22 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
     }
 
     validate_discovery(cluster, place, diags);
+
+    for key in [SUSPECT_RANKING_KEY, RESET_PASSIVE_ON_RECOVERY_KEY] {
+        if let Some(value) = cluster.metadata.get(key) {
+            if parse_bool(value).is_none() {
+                diags.warning(
+                    place.path(&format!("Metadata:{key}")),
+                    place.message(format!(
+                        "metadata {key} `{}` is not a boolean (true or false); the default (true) is used",
+                        shown(value)
+                    )),
+                );
+            }
+        }
+    }
+
+    validate_outlier_detection(cluster, place, diags);
 
     let mut seen = HashMap::with_capacity(cluster.destinations.len());
     for dest in &cluster.destinations {
@@ -162,6 +189,67 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
     }
 }
 
+/// A metadata key, whether a value is valid for it, what a valid value is, and its default.
+type MetadataCheck = (&'static str, fn(&str) -> bool, &'static str, String);
+
+/// OutlierDetection's metadata: checked whether or not a cluster runs the policy (as the other
+/// policies' metadata is); a bad value is a warning and the default is used.
+fn validate_outlier_detection(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagnostics) {
+    let d = OutlierDetectionOptions::default();
+    let secs = |t: std::time::Duration| humantime::format_duration(t).to_string();
+    let checks: [MetadataCheck; 6] = [
+        (
+            OUTLIER_CONSECUTIVE_5XX_KEY,
+            |v| parse_count(v).is_some(),
+            "a count (0, 1, 2, ...)",
+            d.consecutive_5xx.to_string(),
+        ),
+        (
+            OUTLIER_CONSECUTIVE_GATEWAY_FAILURE_KEY,
+            |v| parse_count(v).is_some(),
+            "a count (0, 1, 2, ...)",
+            d.consecutive_gateway_failure.to_string(),
+        ),
+        (
+            OUTLIER_BASE_EJECTION_TIME_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.base_ejection_time),
+        ),
+        (
+            OUTLIER_MAX_EJECTION_TIME_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.max_ejection_time),
+        ),
+        (
+            OUTLIER_MAX_EJECTION_PERCENT_KEY,
+            |v| parse_percent(v).is_some(),
+            "a number from 0 to 100",
+            d.max_ejection_percent.to_string(),
+        ),
+        (
+            OUTLIER_INTERVAL_KEY,
+            |v| parse_positive_timespan(v).is_some(),
+            "a positive TimeSpan",
+            secs(d.interval),
+        ),
+    ];
+    for (key, valid, expected, default) in checks {
+        if let Some(value) = cluster.metadata.get(key) {
+            if !valid(value) {
+                diags.warning(
+                    place.path(&format!("Metadata:{key}")),
+                    place.message(format!(
+                        "metadata {key} `{}` is not {expected}; the default ({default}) is used",
+                        shown(value)
+                    )),
+                );
+            }
+        }
+    }
+}
+
 fn validate_destination(dest: &DestinationConfig, place: Place<'_>, diags: &mut Diagnostics) {
     if dest.address.trim().is_empty() {
         diags.error(
@@ -171,14 +259,14 @@ fn validate_destination(dest: &DestinationConfig, place: Place<'_>, diags: &mut 
     } else if let Err(why) = parse_base(&dest.address) {
         diags.error(
             place.path("Address"),
-            place.message(format!("Address `{}` {why}", dest.address)),
+            place.message(format!("Address `{}` {why}", shown(&dest.address))),
         );
     }
     if let Some(health) = &dest.health {
         if let Err(why) = parse_base(health) {
             diags.error(
                 place.path("Health"),
-                place.message(format!("Health `{health}` {why}")),
+                place.message(format!("Health `{}` {why}", shown(health))),
             );
         }
     }
@@ -219,34 +307,78 @@ const KEY_ORDER: &[&str] = &[
 
 /// Reading and validation find problems in two passes; present them in one order: by cluster,
 /// then destination, as the document has them, then by key.
+///
+/// Each path is matched against the scopes (clusters and destinations) through a tree of their
+/// `:`-separated segments, so sorting costs O(total path length + n log n), whatever the number
+/// of scopes and problems.
 pub(crate) fn sort_in_document_order(config: &Config, list: &mut [Diagnostic]) {
-    let mut scopes: Vec<(String, usize, usize)> = Vec::new();
+    if list.len() < 2 {
+        return;
+    }
+    let mut scopes = ScopeTree::default();
     for (ci, cluster) in config.clusters.iter().enumerate() {
         let place = Place::cluster(&config.section, &cluster.id);
-        scopes.push((place.path(""), ci + 1, 0));
+        scopes.insert(&place.path(""), (ci + 1, 0));
         for (di, dest) in cluster.destinations.iter().enumerate() {
-            scopes.push((place.destination(&dest.id).path(""), ci + 1, di + 1));
+            scopes.insert(&place.destination(&dest.id).path(""), (ci + 1, di + 1));
         }
     }
     let key_of = |path: &str| -> (usize, usize, usize) {
-        let scope = scopes
-            .iter()
-            .filter(|(prefix, _, _)| {
-                path.strip_prefix(prefix.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-            })
-            .max_by_key(|(prefix, _, _)| prefix.len());
-        let Some((prefix, ci, di)) = scope else {
+        let Some(((ci, di), end)) = scopes.longest_prefix(path) else {
             return (0, 0, 0);
         };
-        let rest = path[prefix.len()..].trim_start_matches(':');
+        let rest = path[end..].trim_start_matches(':');
         let rank = KEY_ORDER
             .iter()
-            .position(|k| *k == rest || (!k.is_empty() && rest.starts_with(&format!("{k}:"))))
+            .position(|k| {
+                *k == rest
+                    || (!k.is_empty()
+                        && rest
+                            .strip_prefix(k)
+                            .is_some_and(|tail| tail.starts_with(':')))
+            })
             .unwrap_or(KEY_ORDER.len());
-        (*ci, *di, rank)
+        (ci, di, rank)
     };
     list.sort_by_cached_key(|d| key_of(&d.path));
+}
+
+/// Scopes by the `:`-separated segments of their paths.
+#[derive(Default)]
+struct ScopeTree {
+    children: HashMap<String, ScopeTree>,
+    /// (cluster, destination) position of the scope ending here, 1-based (0: none).
+    scope: Option<(usize, usize)>,
+}
+
+impl ScopeTree {
+    /// Adds a scope; a later scope with the same path replaces an earlier one.
+    fn insert(&mut self, path: &str, position: (usize, usize)) {
+        let mut node = self;
+        for segment in path.split(':') {
+            node = node.children.entry(segment.to_string()).or_default();
+        }
+        node.scope = Some(position);
+    }
+
+    /// The scope whose path is the longest prefix of `path` ending at a segment boundary, and
+    /// the byte offset where that prefix ends.
+    fn longest_prefix(&self, path: &str) -> Option<((usize, usize), usize)> {
+        let mut node = self;
+        let mut found = None;
+        let mut end = 0;
+        for (i, segment) in path.split(':').enumerate() {
+            let Some(child) = node.children.get(segment) else {
+                break;
+            };
+            end += segment.len() + usize::from(i > 0);
+            node = child;
+            if let Some(position) = node.scope {
+                found = Some((position, end));
+            }
+        }
+        found
+    }
 }
 
 /// Remembers `id`; returns the spelling of an earlier id equal to it case-insensitively.

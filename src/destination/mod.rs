@@ -122,6 +122,12 @@ impl Destination {
         self.info.state.health()
     }
 
+    /// Whether its most recent probe succeeded (2xx, payload not `Unhealthy`); `None` before its
+    /// first probe result, or when its cluster has no active checks.
+    pub fn last_probe_succeeded(&self) -> Option<bool> {
+        self.info.state.last_probe_succeeded()
+    }
+
     /// Requests in flight to this destination: picks whose handle is not dropped yet.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
@@ -135,6 +141,26 @@ impl Destination {
     /// Hands one finished request's outcome to the cluster.
     pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome) {
         self.info.sink.request_completed(self, outcome);
+    }
+}
+
+/// A probe of a destination in flight: while it lives the destination is not probed again;
+/// dropping it (the probe ended or was cancelled) clears the mark.
+pub(crate) struct ProbeInFlight(Arc<Destination>);
+
+impl ProbeInFlight {
+    /// Marks a probe of `destination` in flight; `None` when one already is.
+    pub fn start(destination: &Arc<Destination>) -> Option<Self> {
+        destination
+            .state()
+            .start_probe()
+            .then(|| ProbeInFlight(destination.clone()))
+    }
+}
+
+impl Drop for ProbeInFlight {
+    fn drop(&mut self) {
+        self.0.state().end_probe();
     }
 }
 

@@ -18,13 +18,45 @@ pub(crate) struct DestinationState {
     passive: AtomicU8,
     reported: AtomicU8,
     discovery: AtomicU8,
+    /// What its most recent probe said: 0 before its first result, then [`PROBE_SUCCEEDED`] or
+    /// [`PROBE_FAILED`] (suspect ranking and the first-pick warm-up read it).
+    last_probe: AtomicU8,
+    /// Set while a probe of it is in flight, so that it is never probed twice at once.
+    probing: AtomicBool,
     /// Set once the destination left its cluster: it gets no picks and its outcomes count for
     /// nothing.
     removed: AtomicBool,
     /// Each policy's own data, one value per type (a policy keeps a type of its own).
-    slots: Mutex<Vec<Box<dyn Any + Send>>>,
+    slots: StateSlots,
     /// What the status view shows; written on probes and health changes.
     pub record: Mutex<HealthRecord>,
+}
+
+const PROBE_SUCCEEDED: u8 = 1;
+const PROBE_FAILED: u8 = 2;
+
+/// Values of any type, one per type, behind a lock of their own: a policy's per-destination
+/// (or per-cluster) data.
+#[derive(Default)]
+pub(crate) struct StateSlots(Mutex<Vec<Box<dyn Any + Send>>>);
+
+impl StateSlots {
+    /// Runs `f` on the value of type `T` (created with `T::default()` on first use).
+    pub fn with<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut slots = self.0.lock();
+        if let Some(value) = slots.iter_mut().find_map(|slot| slot.downcast_mut::<T>()) {
+            return f(value);
+        }
+        let mut value = T::default();
+        let result = f(&mut value);
+        slots.push(Box::new(value));
+        result
+    }
+
+    /// Moves every value out (to a new object for the same instance).
+    fn take(&self) -> StateSlots {
+        StateSlots(Mutex::new(std::mem::take(&mut *self.0.lock())))
+    }
 }
 
 /// Bookkeeping for the status view and reactivation.
@@ -83,6 +115,41 @@ impl DestinationState {
             .store(ReportedHealth::to_u8(h), Ordering::Release);
     }
 
+    /// Whether its most recent probe succeeded; `None` before its first probe result.
+    pub fn last_probe_succeeded(&self) -> Option<bool> {
+        match self.last_probe.load(Ordering::Acquire) {
+            PROBE_SUCCEEDED => Some(true),
+            PROBE_FAILED => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Records what its most recent probe said; returns what the one before said (`None`: this
+    /// is its first result).
+    pub fn set_last_probe(&self, succeeded: bool) -> Option<bool> {
+        let value = if succeeded {
+            PROBE_SUCCEEDED
+        } else {
+            PROBE_FAILED
+        };
+        match self.last_probe.swap(value, Ordering::AcqRel) {
+            PROBE_SUCCEEDED => Some(true),
+            PROBE_FAILED => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Marks a probe of it in flight; false when one already is (it is not probed twice at
+    /// once).
+    pub fn start_probe(&self) -> bool {
+        !self.probing.swap(true, Ordering::AcqRel)
+    }
+
+    /// Its probe in flight ended.
+    pub fn end_probe(&self) {
+        self.probing.store(false, Ordering::Release);
+    }
+
     /// The state of a new object for the same instance (its id was respelt): health, policy
     /// data and bookkeeping move over; `old` keeps none of its policy data.
     pub fn taking_over(old: &DestinationState) -> DestinationState {
@@ -91,8 +158,10 @@ impl DestinationState {
             passive: AtomicU8::new(old.passive.load(Ordering::Acquire)),
             reported: AtomicU8::new(old.reported.load(Ordering::Acquire)),
             discovery: AtomicU8::new(old.discovery.load(Ordering::Acquire)),
+            last_probe: AtomicU8::new(old.last_probe.load(Ordering::Acquire)),
+            probing: AtomicBool::new(false),
             removed: AtomicBool::new(false),
-            slots: Mutex::new(std::mem::take(&mut *old.slots.lock())),
+            slots: old.slots.take(),
             record: Mutex::new(old.record.lock().clone()),
         }
     }
@@ -108,13 +177,6 @@ impl DestinationState {
     /// Runs `f` on this destination's value of type `T` (created with `T::default()` on first
     /// use), under a lock of this destination's own.
     pub fn with_slot<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut slots = self.slots.lock();
-        if let Some(value) = slots.iter_mut().find_map(|slot| slot.downcast_mut::<T>()) {
-            return f(value);
-        }
-        let mut value = T::default();
-        let result = f(&mut value);
-        slots.push(Box::new(value));
-        result
+        self.slots.with(f)
     }
 }

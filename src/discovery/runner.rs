@@ -9,14 +9,18 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "consul")]
+use super::consul::source::ConsulSource;
 #[cfg(feature = "dns")]
 use super::dns::{DnsSource, ResolveDestinations};
 use super::driver::{poll, SourceTask};
+#[cfg(feature = "etcd")]
+use super::etcd::source::EtcdSource;
+#[cfg(feature = "kubernetes")]
+use super::kubernetes::KubernetesSource;
 use super::source::PollSource;
-use crate::config::discovery::DiscoveryConfig;
-#[cfg(feature = "dns")]
-use crate::config::discovery::SourceConfig;
-use crate::config::model::ClusterConfig;
+use crate::config::discovery::{DiscoveryConfig, RefreshBounds, SourceConfig};
+use crate::config::model::{ClusterConfig, DestinationConfig};
 use crate::engine::publisher::{Publisher, SourceSpec};
 use crate::engine::Engine;
 use crate::ids::fold_case;
@@ -77,6 +81,9 @@ impl Drop for Discovery {
 /// One running source.
 struct Started {
     config: DiscoveryConfig,
+    /// The cluster's configured destinations, for a source that expands them
+    /// (`ResolveDestinations`): a reload that changes them restarts the source.
+    templates: Vec<DestinationConfig>,
     publisher: Publisher,
     _task: Option<SourceTask>,
 }
@@ -112,7 +119,12 @@ impl Running {
             }
         }
         for (key, (cluster, config)) in wanted {
-            if self.sources.get(&key).is_some_and(|s| s.config == config) {
+            let templates = templates(&cluster, &config);
+            if self
+                .sources
+                .get(&key)
+                .is_some_and(|s| s.config == config && s.templates == templates)
+            {
                 continue;
             }
             // New or changed: (re)register (its destinations stay) and start a new task.
@@ -125,7 +137,7 @@ impl Running {
                 }
             };
             let task = match build(&cluster, &config) {
-                Ok(source) => Some(poll(source, publisher.clone(), *config.refresh_bounds())),
+                Ok(source) => Some(source.start(publisher.clone(), *config.refresh_bounds())),
                 Err(why) => {
                     let _ = publisher.failed(&why);
                     tracing::error!(target: "healthpick", cluster = cluster.id(), source = publisher.source(), "discovery source not started: {why}");
@@ -136,6 +148,7 @@ impl Running {
                 key,
                 Started {
                     config,
+                    templates,
                     publisher,
                     _task: task,
                 },
@@ -160,15 +173,80 @@ async fn supervise(engine: Engine, mut running: Running, cancel: CancellationTok
     }
 }
 
+/// The configured destinations a source expands (none for the others).
+fn templates(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Vec<DestinationConfig> {
+    match config.source() {
+        SourceConfig::ResolveDestinations(_) => cluster.destinations().to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// A source built from its configuration, ready to start.
+#[cfg_attr(
+    not(any(
+        feature = "dns",
+        feature = "etcd",
+        feature = "consul",
+        feature = "kubernetes"
+    )),
+    allow(dead_code)
+)]
+pub(crate) enum Built {
+    /// Asked again and again by the polling driver (DNS).
+    Poll(Arc<dyn PollSource>),
+    /// Runs its own watch loop (etcd, Consul, Kubernetes).
+    Watch(Box<dyn FnOnce(Publisher, RefreshBounds) -> SourceTask + Send>),
+}
+
+impl Built {
+    /// Starts it, publishing through `publisher`.
+    pub(crate) fn start(self, publisher: Publisher, refresh: RefreshBounds) -> SourceTask {
+        match self {
+            Built::Poll(source) => poll(source, publisher, refresh),
+            Built::Watch(start) => start(publisher, refresh),
+        }
+    }
+}
+
 /// The source a configuration describes.
-#[cfg_attr(not(feature = "dns"), allow(unused_variables))]
-fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result<Arc<dyn PollSource>, String> {
+#[cfg_attr(
+    not(all(
+        feature = "dns",
+        feature = "etcd",
+        feature = "consul",
+        feature = "kubernetes"
+    )),
+    allow(unused_variables)
+)]
+pub(crate) fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result<Built, String> {
     match config.source() {
         #[cfg(feature = "dns")]
-        SourceConfig::Dns(dns) => Ok(Arc::new(DnsSource::new(dns)?)),
+        SourceConfig::Dns(dns) => Ok(Built::Poll(Arc::new(DnsSource::new(dns)?))),
         #[cfg(feature = "dns")]
-        SourceConfig::ResolveDestinations(resolve) => {
-            Ok(Arc::new(ResolveDestinations::new(resolve, cluster)?))
+        SourceConfig::ResolveDestinations(resolve) => Ok(Built::Poll(Arc::new(
+            ResolveDestinations::new(resolve, cluster)?,
+        ))),
+        #[cfg(feature = "etcd")]
+        SourceConfig::Etcd(etcd) => {
+            let source = EtcdSource::new(etcd)?;
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                source.refresh(refresh).start(publisher)
+            })))
+        }
+        #[cfg(feature = "consul")]
+        SourceConfig::Consul(consul) => {
+            let source = ConsulSource::new(consul)?;
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                source.refresh(refresh).start(publisher)
+            })))
+        }
+        #[cfg(feature = "kubernetes")]
+        SourceConfig::Kubernetes(kubernetes) => {
+            KubernetesSource::check(kubernetes)?;
+            let config = kubernetes.clone();
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                KubernetesSource::start_from_config(config, refresh, publisher)
+            })))
         }
         #[allow(unreachable_patterns)]
         other => Err(format!(

@@ -4,9 +4,11 @@
 //! Lock order (a thread holding one may take only those after it): the configuration lock
 //! (`config_lock`, one reload at a time) -> a cluster's book (`ClusterRuntime::book`, one change
 //! of that cluster at a time; during a reload, clusters in config order) -> a destination's
-//! record and policy slots (`DestinationState`) -> the timer heap (`Timers::heap`). The record of
-//! loads (`config_record`) is taken alone or last, after the configuration lock. Picks and status
-//! take none of them but that record: they load snapshots.
+//! record and policy slots (`DestinationState`) -> the cluster's passive-policy slots
+//! (`ClusterRuntime::policy_state`, taken by a policy only on rare paths such as an ejection)
+//! -> the timer heap (`Timers::heap`). The record of loads (`config_record`) is taken alone or
+//! last, after the configuration lock. Picks and status take none of them but that record: they
+//! load snapshots.
 
 use std::sync::Arc;
 use std::time::Duration;

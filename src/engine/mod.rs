@@ -40,6 +40,8 @@ use tokio::sync::{broadcast, watch};
 
 use self::builder::EngineBuilder;
 use self::core::EngineCore;
+use self::runtime::ClusterRuntime;
+use self::updater::ProbeBatch;
 use crate::clock::Clock;
 use crate::cluster::settings::Probing;
 use crate::config::diagnostics::ConfigError;
@@ -51,6 +53,7 @@ use crate::events::HealthEvent;
 use crate::health::outcome::RequestOutcome;
 use crate::health::probe_result::ProbeResult;
 use crate::ids::eq_ignore_case;
+use crate::policy::active::ProbeDelivery;
 use crate::policy::registry::PolicyRegistry;
 
 /// The routing engine: holds every cluster's destinations and health, answers picks from
@@ -96,6 +99,12 @@ pub(crate) struct ProbeTargets {
     pub probing: Probing,
     pub cluster: Arc<ClusterConfig>,
     pub destinations: Vec<Arc<Destination>>,
+    /// The active policy asks for whole rounds ([`ProbeDelivery::WholeRounds`]).
+    pub whole_rounds: bool,
+    /// Whether the cluster's first probes are over (every destination had a result).
+    pub first_round_done: bool,
+    /// Changes when the cluster's members or settings are published anew (or it left).
+    pub changes: watch::Receiver<u64>,
 }
 
 impl Engine {
@@ -123,8 +132,10 @@ impl Engine {
     }
 
     /// Applies one finished probe round of `cluster` (SPEC §3): the cluster's active policy sees
-    /// all results at once. Results naming destinations the cluster no longer has are dropped.
-    /// Returns how many results were applied (0 when active checks are disabled).
+    /// all results at once, and the cluster's first round is over (first picks and
+    /// [`ready`](Self::ready) stop waiting). Results naming destinations the cluster no longer
+    /// has are dropped. Returns how many results were applied (0 when active checks are
+    /// disabled).
     ///
     /// # Errors
     /// [`PickError::UnknownCluster`].
@@ -133,15 +144,68 @@ impl Engine {
         cluster: &str,
         results: &[ProbeResult],
     ) -> Result<usize, PickError> {
-        let runtime =
-            self.core
-                .table()
-                .get(cluster)
-                .cloned()
-                .ok_or_else(|| PickError::UnknownCluster {
-                    cluster: cluster.to_string(),
-                })?;
-        Ok(runtime.probe_round(results))
+        Ok(self
+            .runtime(cluster)?
+            .apply_probes(ProbeBatch::Round(results)))
+    }
+
+    /// Applies probe results of `cluster` as they arrive, without waiting for a whole round
+    /// (SPEC §14.1), for a prober of your own: what the [`ActiveMonitor`](crate::ActiveMonitor)
+    /// does for a policy with [`ProbeDelivery::PerDestination`](crate::policy::ProbeDelivery).
+    /// The active policy sees these results at once; the cluster's first round is over when
+    /// every destination has had a result. Results naming destinations the cluster no longer
+    /// has are dropped. Returns how many results were applied.
+    ///
+    /// ```
+    /// use healthpick::{Engine, ProbeResult};
+    ///
+    /// let engine = Engine::from_json(r#"{"Clusters": {"c": {
+    ///     "HealthCheck": {"Active": {"Enabled": true}},
+    ///     "Destinations": {"a": {"Address": "http://10.0.0.1/"}, "b": {"Address": "http://10.0.0.2/"}}}}}"#)?;
+    /// engine.report_probe_results("c", &[ProbeResult::status("a", 200)])?;
+    /// assert!(!engine.first_round_done("c")); // `b` has not answered yet
+    /// assert_eq!(engine.pick_endpoint("c")?.destination().id(), "a");
+    /// engine.report_probe_results("c", &[ProbeResult::error("b", "timed out")])?;
+    /// assert!(engine.first_round_done("c"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PickError::UnknownCluster`].
+    pub fn report_probe_results(
+        &self,
+        cluster: &str,
+        results: &[ProbeResult],
+    ) -> Result<usize, PickError> {
+        Ok(self
+            .runtime(cluster)?
+            .apply_probes(ProbeBatch::Arrived(results)))
+    }
+
+    /// The monitor's probe results of `cluster`'s destinations: as they arrived, or a whole
+    /// round.
+    pub(crate) fn report_probed(
+        &self,
+        cluster: &str,
+        results: &[(Arc<Destination>, ProbeResult)],
+        whole_round: bool,
+    ) -> usize {
+        self.runtime(cluster).map_or(0, |runtime| {
+            runtime.apply_probes(ProbeBatch::Probed {
+                results,
+                whole_round,
+            })
+        })
+    }
+
+    fn runtime(&self, cluster: &str) -> Result<Arc<ClusterRuntime>, PickError> {
+        self.core
+            .table()
+            .get(cluster)
+            .cloned()
+            .ok_or_else(|| PickError::UnknownCluster {
+                cluster: cluster.to_string(),
+            })
     }
 
     /// Reports the outcome of a request to destination `destination` of `cluster` without a
@@ -195,12 +259,20 @@ impl Engine {
     /// What the active monitor needs to probe `cluster` now: `None` when the cluster is gone or
     /// has active checks disabled.
     pub(crate) fn probe_targets(&self, cluster: &str) -> Option<ProbeTargets> {
-        let snapshot = self.core.snapshot(cluster)?;
+        let runtime = self.core.table().get(cluster).cloned()?;
+        // Subscribed before reading, so a change after the read is not missed.
+        let changes = runtime.members_changed.subscribe();
+        let snapshot = runtime.cell.load_full();
         let settings = &snapshot.settings;
+        let active = settings.policies.active.as_ref()?;
+        let first_round_done = *runtime.first_round.borrow();
         Some(ProbeTargets {
             probing: settings.probing?,
             cluster: settings.config.clone(),
             destinations: snapshot.members.clone(),
+            whole_rounds: active.policy.delivery() == ProbeDelivery::WholeRounds,
+            first_round_done,
+            changes,
         })
     }
 

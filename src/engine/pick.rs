@@ -4,6 +4,7 @@
 //! probe round.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::table::Counter;
 use super::Engine;
@@ -30,7 +31,7 @@ pub struct BestEndpoints {
 /// is available.
 #[cold]
 fn nothing_to_pick(snapshot: &ClusterSnapshot, cluster: &str) -> PickError {
-    if snapshot.waiting.discovery && snapshot.members.is_empty() {
+    if snapshot.discovery_pending && snapshot.members.is_empty() {
         PickError::DiscoveryPending {
             cluster: cluster.to_string(),
         }
@@ -139,45 +140,149 @@ impl Engine {
             .ok_or_else(|| unknown(cluster))?;
         let settings = &snapshot.settings;
         let group =
-            best_group_excluding(&settings.available_context(), &snapshot.available, exclude);
+            best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
         let prepared = settings.policies.load_balancing.policy.prepare(&group);
         let counter = Counter::Shared(&snapshot.counter);
         self.choose(&snapshot, &group, &prepared, &counter, cluster)
     }
 
-    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first pick of a cluster with active
-    /// checks waits for its first probe round (at most the probe timeout) instead of sending the
-    /// first request blind (SPEC §6). Once that round finished it never waits.
+    /// A retry's pick for the client's failover step: like
+    /// [`pick_endpoint_excluding`](Self::pick_endpoint_excluding), but destinations in
+    /// `leave_tiers` are passed over while any other tier has an available destination not
+    /// excluded; only when none is left does the pick go back to those tiers. This is how a call
+    /// leaves a tier whose destination failed after connecting (a dead tier's stale kept-alive
+    /// connection, or a request that crashes servers), instead of spending its attempts there.
+    pub(crate) fn pick_endpoint_for_retry<S: AsRef<str>>(
+        &self,
+        cluster: &str,
+        exclude: &[S],
+        leave_tiers: &[u32],
+    ) -> Result<PickHandle, PickError> {
+        let snapshot = self
+            .core
+            .snapshot(cluster)
+            .ok_or_else(|| unknown(cluster))?;
+        let settings = &snapshot.settings;
+        let ctx = snapshot.available_context();
+        let mut group = Vec::new();
+        if !leave_tiers.is_empty() {
+            let elsewhere: Vec<Arc<Destination>> = snapshot
+                .available
+                .iter()
+                .filter(|d| !leave_tiers.contains(&d.tier()))
+                .cloned()
+                .collect();
+            group = best_group_excluding(&ctx, &elsewhere, exclude);
+        }
+        if group.is_empty() {
+            group = best_group_excluding(&ctx, &snapshot.available, exclude);
+        }
+        let prepared = settings.policies.load_balancing.policy.prepare(&group);
+        let counter = Counter::Shared(&snapshot.counter);
+        self.choose(&snapshot, &group, &prepared, &counter, cluster)
+    }
+
+    /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
+    /// client or the middleware, with the cluster's attempt timeout
+    /// (`HttpRequest:ActivityTimeout`) read from the same snapshot, so the call's settings cost
+    /// no second lookup.
+    #[inline]
+    pub(crate) fn pick_for_call_if_ready(
+        &self,
+        cluster: &str,
+    ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
+        self.core.with_snapshot(cluster, |picking| match picking {
+            Some((snapshot, _)) if snapshot.warming => None,
+            Some((snapshot, counter)) => Some(
+                self.choose(
+                    snapshot,
+                    &snapshot.best,
+                    &snapshot.prepared,
+                    &counter,
+                    cluster,
+                )
+                .map(|pick| (pick, snapshot.settings.activity_timeout)),
+            ),
+            None => Some(Err(unknown(cluster))),
+        })
+    }
+
+    /// The attempt timeout `cluster` sets for requests (`HttpRequest:ActivityTimeout`), if any;
+    /// `None` also for an unknown cluster.
+    pub(crate) fn activity_timeout(&self, cluster: &str) -> Option<Duration> {
+        self.core
+            .snapshot(cluster)
+            .and_then(|s| s.settings.activity_timeout)
+    }
+
+    /// Like [`pick_endpoint`](Self::pick_endpoint), but the first picks of a cluster with active
+    /// checks wait for its warm-up instead of sending the first request blind (SPEC §6, §14.1),
+    /// at most the probe timeout. The warm-up ends as soon as the best tier that can still
+    /// answer has a destination with a successful probe (tiers whose every first probe failed
+    /// are skipped), or every first probe finished; a probe that hangs does not hold it. Picks
+    /// made before every first probe finished prefer destinations already probed successfully.
+    /// Once the warm-up is over it never waits.
     ///
     /// # Errors
     /// As [`pick_endpoint`](Self::pick_endpoint).
     pub async fn pick_endpoint_ready(&self, cluster: &str) -> Result<PickHandle, PickError> {
+        self.pick_endpoint_ready_within(cluster, Duration::MAX)
+            .await
+    }
+
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready) for a request with a timeout of its
+    /// own: the warm-up wait lasts at most `max_wait` (and at most the probe timeout), so a
+    /// request never waits for probes longer than it may take in all. With `max_wait` zero it
+    /// never waits, and picks as well as the probes finished so far allow.
+    ///
+    /// ```
+    /// # async fn run(engine: healthpick::Engine) -> Result<(), healthpick::PickError> {
+    /// use std::time::Duration;
+    ///
+    /// // A request with a 2 s timeout: at most 2 s of it go to the warm-up.
+    /// let pick = engine.pick_endpoint_ready_within("payments", Duration::from_secs(2)).await?;
+    /// # drop(pick); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    pub async fn pick_endpoint_ready_within(
+        &self,
+        cluster: &str,
+        max_wait: Duration,
+    ) -> Result<PickHandle, PickError> {
         // The usual case: one snapshot load, then the pick itself.
         if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
             return pick;
         }
-        // The cluster's first probe round is running: wait for it, at most the probe timeout.
+        // The cluster's warm-up is running: wait for it, at most the probe timeout.
         if let Some(runtime) = self.core.table().get(cluster).cloned() {
             let timeout = runtime.cell.load().settings.probing.map(|p| p.timeout);
             if let Some(timeout) = timeout {
-                let mut first_round = runtime.first_round.subscribe();
-                let _ = tokio::time::timeout(timeout, first_round.wait_for(|done| *done)).await;
+                let mut warmed = runtime.warmed.subscribe();
+                drop(runtime);
+                let wait = timeout.min(max_wait);
+                if !wait.is_zero() {
+                    // `Duration::MAX` cannot be added to an instant: bound it by the timeout.
+                    let _ = tokio::time::timeout(wait, warmed.wait_for(|done| *done)).await;
+                }
             }
         }
         self.pick_endpoint(cluster)
     }
 
     /// [`pick_endpoint`](Self::pick_endpoint) when no warm-up wait is due (the usual case);
-    /// `None` when the cluster's first probe round is still running and the caller should await
-    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready). Lets callers keep the waiting future
-    /// out of their own state.
+    /// `None` when the cluster's warm-up is still running and the caller should await
+    /// [`pick_endpoint_ready`](Self::pick_endpoint_ready) or
+    /// [`pick_endpoint_ready_within`](Self::pick_endpoint_ready_within). Lets callers keep the
+    /// waiting future out of their own state.
     #[inline]
     pub(crate) fn pick_endpoint_if_ready(
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
         self.core.with_snapshot(cluster, |picking| match picking {
-            Some((snapshot, _)) if snapshot.waiting.first_round => None,
+            Some((snapshot, _)) if snapshot.warming => None,
             Some((snapshot, counter)) => Some(self.choose(
                 snapshot,
                 &snapshot.best,
@@ -189,10 +294,11 @@ impl Engine {
         })
     }
 
-    /// Resolves once every cluster with active checks has finished its first probe round (as
-    /// the [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them) and every registered
-    /// discovery source has answered once or used up its first-answer wait (SPEC §13). Clusters
-    /// without active checks or sources are ready at once.
+    /// Resolves once every cluster with active checks has finished its first probes (every
+    /// destination has had a result — success, failure or timeout — as the
+    /// [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them, or a whole round was
+    /// reported) and every registered discovery source has answered once or used up its
+    /// first-answer wait (SPEC §13). Clusters without active checks or sources are ready at once.
     pub async fn ready(&self) {
         let table = self.core.table();
         let rounds: Vec<_> = table
@@ -221,7 +327,8 @@ impl Engine {
         }
     }
 
-    /// Whether a probe round of `cluster` has finished (false for unknown clusters).
+    /// Whether `cluster` has finished its first probes (see [`ready`](Self::ready); false for
+    /// unknown clusters).
     pub fn first_round_done(&self, cluster: &str) -> bool {
         self.core
             .table()
@@ -247,5 +354,70 @@ impl Engine {
             }),
             _ => Err(nothing_to_pick(&snapshot, cluster)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Engine;
+
+    fn engine() -> Engine {
+        Engine::from_json(
+            r#"{"Clusters": {"c": {"LoadBalancingPolicy": "FirstAlphabetical", "Destinations": {
+                "a0": { "Address": "http://127.0.0.1:8001/" },
+                "b0": { "Address": "http://127.0.0.1:8002/" },
+                "a1": { "Address": "http://127.0.0.1:9001/", "Priority": 1 },
+                "a2": { "Address": "http://127.0.0.1:9101/", "Priority": 2 } } } } }"#,
+        )
+        .expect("config")
+    }
+
+    fn retry(engine: &Engine, exclude: &[&str], leave: &[u32]) -> String {
+        engine
+            .pick_endpoint_for_retry("c", exclude, leave)
+            .map(|p| p.destination().id().to_string())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    /// Without tiers to leave, a retry goes to the next best of the same tier, as
+    /// `pick_endpoint_excluding` does; a tier to leave is passed over for the next tier while
+    /// one has an untried destination, and comes back when nothing else is left.
+    #[test]
+    fn a_retry_leaves_the_tiers_it_is_told_to_while_others_remain() {
+        let engine = engine();
+        assert_eq!(retry(&engine, &["a0"], &[]), "b0");
+        assert_eq!(retry(&engine, &["a0"], &[0]), "a1");
+        assert_eq!(retry(&engine, &["a0", "a1"], &[0, 1]), "a2");
+        assert_eq!(retry(&engine, &["a0", "a1", "a2"], &[0, 1, 2]), "b0");
+        assert_eq!(
+            retry(&engine, &["a0", "b0", "a1", "a2"], &[0]),
+            "no available destinations in cluster `c`"
+        );
+        assert_eq!(retry(&engine, &["a0"], &[7]), "b0", "a tier nobody has");
+        assert!(engine
+            .pick_endpoint_for_retry("nope", &["a0"], &[0])
+            .is_err());
+    }
+
+    /// The call's pick carries the cluster's `HttpRequest:ActivityTimeout`.
+    #[test]
+    fn a_call_pick_carries_the_cluster_activity_timeout() {
+        let engine = Engine::from_json(
+            r#"{"Clusters": {
+                "slow": { "HttpRequest": { "ActivityTimeout": "00:00:02.5" },
+                          "Destinations": { "d": { "Address": "http://127.0.0.1:8001/" } } },
+                "plain": { "Destinations": { "d": { "Address": "http://127.0.0.1:8002/" } } } } }"#,
+        )
+        .expect("config");
+        let (_, timeout) = engine.pick_for_call_if_ready("SLOW").unwrap().unwrap();
+        assert_eq!(timeout, Some(std::time::Duration::from_millis(2500)));
+        let (_, timeout) = engine.pick_for_call_if_ready("plain").unwrap().unwrap();
+        assert_eq!(timeout, None);
+        assert_eq!(
+            engine.activity_timeout("slow"),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(engine.activity_timeout("nope"), None);
+        assert!(engine.pick_for_call_if_ready("nope").unwrap().is_err());
     }
 }

@@ -141,7 +141,7 @@ impl Engine {
         cluster: &str,
         spec: SourceSpec,
     ) -> Result<Publisher, DestinationsError> {
-        let runtime = self.runtime(cluster)?;
+        let runtime = self.source_runtime(cluster)?;
         if spec.name.trim().is_empty() || spec.name == CONFIG_SOURCE {
             return Err(DestinationsError::Invalid {
                 cluster: cluster.to_string(),
@@ -161,7 +161,7 @@ impl Engine {
         })
     }
 
-    fn runtime(&self, cluster: &str) -> Result<Arc<ClusterRuntime>, DestinationsError> {
+    fn source_runtime(&self, cluster: &str) -> Result<Arc<ClusterRuntime>, DestinationsError> {
         self.core
             .table()
             .get(cluster)

@@ -27,7 +27,7 @@ use super::runtime::{ClusterBook, ClusterRuntime, CONFIG_SOURCE};
 use super::status::ConfigRejection;
 use super::table::ClusterTable;
 use super::timers::{Due, Timer, TimerTarget};
-use super::updater::changed;
+use super::updater::{changed, After};
 use super::Engine;
 use crate::cluster::settings::{ClusterSettings, LocalityRule};
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -47,7 +47,7 @@ use crate::health::reason::Reason;
 use crate::health::state::{DiscoveryHealth, HealthPart};
 use crate::ids::fold_case;
 use crate::policy::registry::ResolvedPolicies;
-use crate::uri::parse_base;
+use crate::uri::{parse_base, shown};
 
 impl Engine {
     /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
@@ -289,7 +289,8 @@ pub(crate) fn validate_set(
         if let Err(why) = parse_base(e.address.as_str()) {
             problems.push(format!(
                 "endpoint `{}`: address `{}` {why}",
-                e.key, e.address
+                e.key,
+                shown(e.address.as_str())
             ));
         }
     }
@@ -425,9 +426,9 @@ impl ClusterRuntime {
                 now,
             );
         }
-        let waiting = book.waiting(&settings);
-        let snapshot =
-            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), waiting);
+        let members = book.members();
+        let warm_up = self.warm_up_after_change(book, &settings, &members, After::Change);
+        let snapshot = ClusterSnapshot::build(settings, members, self.counter.clone(), warm_up);
         self.publish(Some(hub), book, snapshot, now);
         for d in &merged.removed {
             d.state().mark_removed();
@@ -447,6 +448,8 @@ impl ClusterRuntime {
         };
         let changed_any =
             !(applied.added.is_empty() && applied.removed.is_empty() && applied.updated.is_empty());
+        // The active monitor re-reads its targets (new members are probed at once).
+        self.members_changed.send_modify(|g| *g += 1);
         if source != CONFIG_SOURCE && changed_any {
             hub.emit(HealthEvent {
                 at: now,

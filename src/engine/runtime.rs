@@ -1,6 +1,7 @@
 //! One cluster inside the engine: the cell its snapshot is published in, the book of what its
 //! sources published, and the first-round latch picks and `ready()` wait on.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
@@ -13,8 +14,9 @@ use super::source_state::SourceState;
 use super::timers::{Due, TimerTarget};
 use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
-use crate::cluster::snapshot::{ClusterSnapshot, Waiting};
+use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::config::discovery::RESERVED_SOURCE;
+use crate::destination::state::StateSlots;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
@@ -31,8 +33,16 @@ pub(crate) struct ClusterRuntime {
     pub cell: SnapshotCell,
     /// Serialises every change of this cluster (health, members, settings).
     pub book: Mutex<ClusterBook>,
-    /// True once a probe round of this cluster finished (first-pick warm-up, SPEC §6).
+    /// True once every destination of this cluster had its first probe result, or a whole
+    /// probe round was reported (`Engine::ready`, SPEC §6).
     pub first_round: watch::Sender<bool>,
+    /// True once the first-pick warm-up is over (SPEC §14.1): first picks wait for it.
+    pub warmed: watch::Sender<bool>,
+    /// Bumped whenever the cluster's members or settings were published anew (a source
+    /// published, a reload, the cluster left): the active monitor re-reads its targets.
+    pub members_changed: watch::Sender<u64>,
+    /// The passive policies' per-cluster data (`PassivePolicyContext::with_cluster_state`).
+    pub policy_state: StateSlots,
     /// The round-robin counter, carried into every snapshot.
     pub counter: Arc<AtomicUsize>,
     /// Read on every request outcome, so held here rather than behind the engine.
@@ -54,6 +64,71 @@ pub(crate) struct ClusterBook {
     pub panic: bool,
     pub published: bool,
     pub first_round_done: bool,
+    /// The first-pick warm-up is over (implied by `first_round_done`).
+    pub warmed: bool,
+    /// Who has had a probe result, while the first probes run.
+    pub first_probes: FirstProbes,
+}
+
+/// How far a cluster's first probes are, kept up to date result by result so that neither the
+/// end of the first round nor the end of the warm-up costs a pass over the members per result.
+#[derive(Debug, Default)]
+pub(crate) struct FirstProbes {
+    /// Members without a probe result.
+    pub awaiting: usize,
+    /// Per tier: (members, members with a result, members whose latest probe succeeded).
+    pub tiers: BTreeMap<u32, (usize, usize, usize)>,
+}
+
+impl FirstProbes {
+    /// Counts `members` as they are now.
+    pub fn of(members: &[Arc<Destination>]) -> Self {
+        let mut progress = FirstProbes::default();
+        for d in members {
+            let tier = progress.tiers.entry(d.tier()).or_default();
+            tier.0 += 1;
+            match d.last_probe_succeeded() {
+                None => progress.awaiting += 1,
+                Some(succeeded) => {
+                    tier.1 += 1;
+                    tier.2 += usize::from(succeeded);
+                }
+            }
+        }
+        progress
+    }
+
+    /// A member of `tier` had a probe result: `succeeded` now, `before` the one before it.
+    pub fn record(&mut self, tier: u32, before: Option<bool>, succeeded: bool) {
+        let Some(counts) = self.tiers.get_mut(&tier) else {
+            return;
+        };
+        match before {
+            None => {
+                self.awaiting = self.awaiting.saturating_sub(1);
+                counts.1 += 1;
+            }
+            Some(true) => counts.2 = counts.2.saturating_sub(1),
+            Some(false) => {}
+        }
+        counts.2 += usize::from(succeeded);
+    }
+
+    /// Whether the first picks need not wait any longer (SPEC §14.1): going from the best tier
+    /// down, the first tier whose destinations have not all failed their probes has one whose
+    /// latest probe succeeded. A tier whose probes are still running holds the wait; a tier
+    /// whose every probe failed is skipped; once every probe finished, nothing holds it.
+    pub fn best_tier_answered(&self) -> bool {
+        for &(members, finished, succeeded) in self.tiers.values() {
+            if succeeded > 0 {
+                return true;
+            }
+            if finished < members {
+                return false;
+            }
+        }
+        !self.tiers.is_empty()
+    }
 }
 
 impl ClusterBook {
@@ -78,17 +153,6 @@ impl ClusterBook {
         );
         at
     }
-
-    /// What the cluster waits for, under `settings`.
-    pub fn waiting(&self, settings: &ClusterSettings) -> Waiting {
-        Waiting {
-            first_round: settings.probing.is_some() && !self.first_round_done,
-            discovery: self
-                .sources
-                .iter()
-                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered)),
-        }
-    }
 }
 
 /// One source's current destinations in a cluster.
@@ -101,6 +165,20 @@ pub(crate) struct SourceMembers {
 }
 
 impl ClusterBook {
+    /// Where the cluster stands in its first probes and its sources' first answers, for its
+    /// next snapshot.
+    pub fn warm_up(&self, settings: &ClusterSettings) -> WarmUp {
+        let active = settings.probing.is_some();
+        WarmUp {
+            warming: active && !self.warmed && !self.first_round_done,
+            first_probes_pending: active && !self.first_round_done,
+            discovery_pending: self
+                .sources
+                .iter()
+                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered)),
+        }
+    }
+
     /// Every member, source after source.
     pub fn members(&self) -> Vec<Arc<Destination>> {
         self.sources
@@ -125,6 +203,9 @@ impl ClusterRuntime {
             ))),
             book: Mutex::new(ClusterBook::default()),
             first_round: watch::Sender::new(false),
+            warmed: watch::Sender::new(false),
+            members_changed: watch::Sender::new(0),
+            policy_state: StateSlots::default(),
             counter,
             clock,
             observer,
@@ -147,6 +228,8 @@ impl ClusterRuntime {
             settings,
             self.counter.clone(),
         )));
+        drop(book);
+        self.members_changed.send_modify(|g| *g += 1);
     }
 }
 

@@ -318,9 +318,9 @@ impl ClusterRuntime {
     /// Publishes the current members again (what the cluster waits for changed).
     fn republish(&self, hub: &Hub, book: &mut ClusterBook, now: Duration) {
         let settings = self.cell.load().settings.clone();
-        let waiting = book.waiting(&settings);
+        let warm_up = book.warm_up(&settings);
         let snapshot =
-            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), waiting);
+            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), warm_up);
         self.publish(Some(hub), book, snapshot, now);
     }
 

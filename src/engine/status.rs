@@ -173,6 +173,10 @@ pub struct DestinationStatus {
     pub last_seen: Option<Duration>,
     /// Where it runs, as its source said (`region/zone/node`, `-` when unknown).
     pub locality: String,
+    /// Whether its most recent probe succeeded; `None` before its first probe result. A
+    /// destination whose latest probe failed is a suspect: it ranks with Degraded destinations
+    /// unless the cluster turns suspect ranking off (SPEC §14.1).
+    pub last_probe_succeeded: Option<bool>,
 }
 
 impl Engine {
@@ -215,6 +219,7 @@ impl Engine {
                             discovery: health.discovery,
                             last_seen: record.last_seen,
                             locality: d.with_attributes(|a| a.locality().to_string()),
+                            last_probe_succeeded: d.last_probe_succeeded(),
                         }
                     })
                     .collect();

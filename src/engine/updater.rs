@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::hub::Hub;
-use super::runtime::{ClusterBook, ClusterRuntime};
+use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
-use crate::cluster::snapshot::ClusterSnapshot;
+use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::destination::Destination;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
@@ -21,7 +21,34 @@ use crate::health::reason::Reason;
 use crate::health::state::{HealthPart, HealthState};
 use crate::ids::fold_case;
 use crate::observer::{Evaluated, Evaluation};
+use crate::policy::active::ActiveHealthPolicy;
 use crate::policy::passive::PassiveVerdict;
+use crate::policy::registry::Named;
+
+/// What the first-probe bookkeeping runs after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// A change of members or settings.
+    Change,
+    /// Probe results as they arrived.
+    Probes,
+    /// A whole probe round.
+    Round,
+}
+
+/// Probe results handed to the health updater.
+pub(crate) enum ProbeBatch<'a> {
+    /// A whole round, by destination id (`Engine::report_probe_round`): the cluster's first
+    /// round is over after it.
+    Round(&'a [ProbeResult]),
+    /// Results that arrived, by destination id (`Engine::report_probe_results`).
+    Arrived(&'a [ProbeResult]),
+    /// Results of the destinations the monitor probed: as they arrived, or a whole round.
+    Probed {
+        results: &'a [(Arc<Destination>, ProbeResult)],
+        whole_round: bool,
+    },
+}
 
 impl ClusterRuntime {
     /// Hot path: one request outcome. Costs the passive policy's evaluation; takes the book lock
@@ -42,21 +69,33 @@ impl ClusterRuntime {
             return;
         };
         let now = observed_at.unwrap_or_else(|| self.clock.now());
-        let ctx = settings.passive_context(destination, now);
-        let Some(verdict) = passive.policy.request_completed(&ctx, outcome) else {
-            return;
-        };
-        if let Some(observer) = &self.observer {
-            observer.evaluated(&Evaluation {
-                at: now,
-                cluster: &settings.id,
-                destination: destination.id(),
-                policy: &passive.name,
-                input: Evaluated::Outcome(outcome),
-                state: verdict.health,
-                reason: &verdict.reason,
+        let ctx =
+            settings.passive_context(destination, &self.policy_state, snapshot.members.len(), now);
+        // Every listed policy judges the outcome; one Unhealthy verdict is enough.
+        let mut combined: Option<PassiveVerdict> = None;
+        for policy in passive {
+            let Some(verdict) = policy.policy.request_completed(&ctx, outcome) else {
+                continue;
+            };
+            if let Some(observer) = &self.observer {
+                observer.evaluated(&Evaluation {
+                    at: now,
+                    cluster: &settings.id,
+                    destination: destination.id(),
+                    policy: &policy.name,
+                    input: Evaluated::Outcome(outcome),
+                    state: verdict.health,
+                    reason: &verdict.reason,
+                });
+            }
+            combined = Some(match combined {
+                None => verdict,
+                Some(earlier) => combine(earlier, verdict),
             });
         }
+        let Some(verdict) = combined else {
+            return;
+        };
         if verdict.health == destination.state().passive() {
             return;
         }
@@ -101,13 +140,13 @@ impl ClusterRuntime {
                 }
             }
         }
-        let rebuilt = snapshot.rebuilt(snapshot.waiting);
+        let rebuilt = snapshot.rebuilt();
         self.publish(hub.as_deref(), &mut book, rebuilt, now);
     }
 
-    /// A finished probe round. Results for destinations no longer in the cluster are dropped.
-    /// Returns how many results matched a destination.
-    pub(crate) fn probe_round(&self, results: &[ProbeResult]) -> usize {
+    /// Applies probe results (SPEC §3, §14.1). Results for destinations no longer in the cluster
+    /// are dropped. Returns how many results matched a destination.
+    pub(crate) fn apply_probes(&self, batch: ProbeBatch<'_>) -> usize {
         let hub = self.hub.upgrade();
         let mut book = self.book.lock();
         let snapshot = self.cell.load_full();
@@ -116,26 +155,81 @@ impl ClusterRuntime {
             return 0;
         };
         let now = self.clock.now();
-        let by_id: HashMap<String, &Destination> = snapshot
-            .members
-            .iter()
-            .map(|d| (fold_case(d.id()), &**d))
-            .collect();
-        let round: Vec<(&Destination, &ProbeResult)> = results
-            .iter()
-            .filter_map(|r| by_id.get(&fold_case(&r.destination)).map(|d| (*d, r)))
-            .collect();
-        if round.is_empty() {
-            // A round over no (known) destination still counts as the cluster's first round.
-            self.first_round_finished(hub.as_deref(), &mut book, &snapshot, now);
-            return 0;
+        let whole_round = matches!(
+            batch,
+            ProbeBatch::Round(_)
+                | ProbeBatch::Probed {
+                    whole_round: true,
+                    ..
+                }
+        );
+        let round: Vec<(&Destination, &ProbeResult)> = match batch {
+            ProbeBatch::Round(results) | ProbeBatch::Arrived(results) => {
+                let by_id: HashMap<String, &Destination> = snapshot
+                    .members
+                    .iter()
+                    .map(|d| (fold_case(d.id()), &**d))
+                    .collect();
+                results
+                    .iter()
+                    .filter_map(|r| by_id.get(&fold_case(&r.destination)).map(|d| (*d, r)))
+                    .collect()
+            }
+            // The monitor's own destinations: one that left its cluster is marked removed under
+            // this lock, so the rest are members.
+            ProbeBatch::Probed { results, .. } => results
+                .iter()
+                .filter(|(d, _)| !d.is_removed())
+                .map(|(d, r)| (&**d, r))
+                .collect(),
+        };
+        let mut dirty = false;
+        if !round.is_empty() {
+            // Counted only while the first probes run.
+            let first_probes = (!book.first_round_done).then_some(&mut book.first_probes);
+            dirty = self.judge(hub.as_deref(), &snapshot, active, &round, first_probes, now);
         }
+        let after = if whole_round {
+            After::Round
+        } else {
+            After::Probes
+        };
+        let warm_up = self.warm_up_after_change(&mut book, settings, &snapshot.members, after);
+        if dirty || warm_up != snapshot.warm_up() {
+            self.publish(
+                hub.as_deref(),
+                &mut book,
+                snapshot.rebuilt_with(warm_up),
+                now,
+            );
+        }
+        // A change held by a source's update guard may now be backed by the probes.
+        if dirty {
+            if let Some(hub) = hub.as_deref() {
+                self.release_if_probes_agree(hub, &mut book, now);
+            }
+        }
+        round.len()
+    }
+
+    /// Runs the active policy over `round` and applies what it and the probes say; returns
+    /// whether anything selection looks at changed.
+    fn judge(
+        &self,
+        hub: Option<&Hub>,
+        snapshot: &ClusterSnapshot,
+        active: &Named<dyn ActiveHealthPolicy>,
+        round: &[(&Destination, &ProbeResult)],
+        mut first_probes: Option<&mut FirstProbes>,
+        now: Duration,
+    ) -> bool {
+        let settings = &snapshot.settings;
         if let Some(observer) = &self.observer {
             let results: Vec<ProbeResult> = round.iter().map(|(_, r)| (*r).clone()).collect();
             observer.probe_round(now, &settings.id, &results);
         }
         let ctx = settings.active_context(now);
-        let verdicts = active.policy.probing_completed(&ctx, &round);
+        let verdicts = active.policy.probing_completed(&ctx, round);
         let mut reasons: Vec<Option<&Reason>> = vec![None; round.len()];
         for verdict in &verdicts {
             if let Some((destination, result)) = round.get(verdict.index) {
@@ -154,6 +248,7 @@ impl ClusterRuntime {
             }
         }
 
+        let mut dirty = false;
         for ((destination, result), verdict_reason) in round.iter().zip(&reasons) {
             let state = destination.state();
             {
@@ -163,6 +258,13 @@ impl ClusterRuntime {
                 if !result.is_success() {
                     record.last_error = Some(result.describe());
                 }
+            }
+            // Suspect ranking and the warm-up read what the latest probe said.
+            let succeeded = result.is_success();
+            let before = state.set_last_probe(succeeded);
+            dirty |= before != Some(succeeded);
+            if let Some(first_probes) = first_probes.as_deref_mut() {
+                first_probes.record(destination.tier(), before, succeeded);
             }
             // A 2xx health payload sets the reported part; any other result clears it (SPEC §3).
             let reported = if result.error.is_none()
@@ -174,6 +276,7 @@ impl ClusterRuntime {
             };
             let from = state.reported();
             if from != reported {
+                dirty = true;
                 state.set_reported(reported);
                 // The probe's own words, with the active policy's failure count when it kept one.
                 let consecutive_failures = match verdict_reason {
@@ -188,7 +291,7 @@ impl ClusterRuntime {
                     consecutive_failures,
                 };
                 changed(
-                    hub.as_deref(),
+                    hub,
                     settings,
                     destination,
                     HealthPart::Reported,
@@ -205,9 +308,10 @@ impl ClusterRuntime {
             };
             let from = destination.state().active();
             if from != verdict.health {
+                dirty = true;
                 destination.state().set_active(verdict.health);
                 changed(
-                    hub.as_deref(),
+                    hub,
                     settings,
                     destination,
                     HealthPart::Active,
@@ -216,29 +320,69 @@ impl ClusterRuntime {
                     &verdict.reason,
                     now,
                 );
+                if from == HealthState::Unhealthy && verdict.health == HealthState::Healthy {
+                    self.recovered(snapshot, destination, now);
+                }
             }
         }
-        self.first_round_finished(hub.as_deref(), &mut book, &snapshot, now);
-        round.len()
+        dirty
     }
 
-    /// Publishes the snapshot after a probe round and releases first-pick waiters and
-    /// `Engine::ready` the first time.
-    fn first_round_finished(
-        &self,
-        hub: Option<&Hub>,
-        book: &mut ClusterBook,
-        snapshot: &ClusterSnapshot,
-        now: Duration,
-    ) {
-        book.first_round_done = true;
-        let waiting = book.waiting(&snapshot.settings);
-        self.publish(hub, book, snapshot.rebuilt(waiting), now);
-        self.first_round.send_replace(true);
-        // A change held by a source's update guard may now be backed by the probes.
-        if let Some(hub) = hub {
-            self.release_if_probes_agree(hub, book, now);
+    /// Active checks saw `destination` come back: its passive policies forget its outage, if
+    /// the cluster asks for it (SPEC §14.1).
+    fn recovered(&self, snapshot: &ClusterSnapshot, destination: &Destination, now: Duration) {
+        let settings = &snapshot.settings;
+        let Some(passive) = &settings.policies.passive else {
+            return;
+        };
+        if !settings.reset_passive_on_recovery {
+            return;
         }
+        let ctx =
+            settings.passive_context(destination, &self.policy_state, snapshot.members.len(), now);
+        for policy in passive {
+            policy.policy.destination_recovered(&ctx);
+        }
+        tracing::debug!(target: "healthpick", cluster = %settings.id, destination = %destination.id(), "active checks saw the destination recover: passive history cleared");
+    }
+
+    /// After probe results or a change of members: whether every member has had its first
+    /// probe result (or a whole round was reported) and whether the first-pick warm-up is over;
+    /// releases `Engine::ready` and first-pick waiters when they are. Returns the warm-up state
+    /// for the next snapshot.
+    pub(crate) fn warm_up_after_change(
+        &self,
+        book: &mut ClusterBook,
+        settings: &ClusterSettings,
+        members: &[Arc<Destination>],
+        after: After,
+    ) -> WarmUp {
+        if settings.probing.is_none() {
+            return book.warm_up(settings);
+        }
+        if !book.first_round_done {
+            if after == After::Change {
+                book.first_probes = FirstProbes::of(members);
+            }
+            // A cluster without members has finished its first probes once a prober said so.
+            let every_member_probed =
+                (after != After::Change || !members.is_empty()) && book.first_probes.awaiting == 0;
+            if after == After::Round || every_member_probed {
+                book.first_round_done = true;
+                book.first_probes = FirstProbes::default();
+            } else if !book.warmed && book.first_probes.best_tier_answered() {
+                book.warmed = true;
+            }
+        }
+        if book.first_round_done {
+            self.first_round
+                .send_if_modified(|done| !std::mem::replace(done, true));
+        }
+        if book.first_round_done || book.warmed {
+            self.warmed
+                .send_if_modified(|done| !std::mem::replace(done, true));
+        }
+        book.warm_up(settings)
     }
 
     /// A due reactivation of `destination`: its passive health returns to Unknown if it is still
@@ -269,7 +413,7 @@ impl ClusterRuntime {
             &Reason::Reactivation,
             due,
         );
-        let rebuilt = snapshot.rebuilt(snapshot.waiting);
+        let rebuilt = snapshot.rebuilt();
         self.publish(hub.as_deref(), &mut book, rebuilt, due);
     }
 
@@ -351,5 +495,21 @@ pub(crate) fn changed(
                 reason: reason.clone(),
             },
         });
+    }
+}
+
+/// Two passive policies' verdicts on one outcome as one: Unhealthy when either says so (with
+/// the longer reactivation period), else Healthy when either says so.
+fn combine(earlier: PassiveVerdict, later: PassiveVerdict) -> PassiveVerdict {
+    match (earlier.health, later.health) {
+        (HealthState::Unhealthy, HealthState::Unhealthy) => PassiveVerdict {
+            reactivation_after: earlier.reactivation_after.max(later.reactivation_after),
+            ..earlier
+        },
+        (HealthState::Unhealthy, _) => earlier,
+        (_, HealthState::Unhealthy) => later,
+        (HealthState::Healthy, _) => earlier,
+        (_, HealthState::Healthy) => later,
+        _ => earlier,
     }
 }

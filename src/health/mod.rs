@@ -16,7 +16,7 @@ pub(crate) mod state;
 pub use outcome::RequestOutcome;
 pub use payload::{status_code, HealthPayload};
 pub use probe_result::ProbeResult;
-pub use reason::Reason;
+pub use reason::{OutlierEjection, Reason};
 pub use state::{
     DiscoveryHealth, HealthClass, HealthPart, HealthParts, HealthState, ReportedHealth,
 };

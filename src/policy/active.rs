@@ -99,11 +99,29 @@ impl ActivePolicyContext<'_> {
     }
 }
 
-/// Decides active health from a completed probe round (YARP's `IActiveHealthCheckPolicy`).
+/// How an active policy wants the [`ActiveMonitor`](crate::monitor::ActiveMonitor) to hand it
+/// probe results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeDelivery {
+    /// Each destination's result as soon as it arrives (results that arrive together come in one
+    /// call), so a probe that hangs delays only its own destination (SPEC §14.1). Each
+    /// destination is probed again `Interval` after its own previous probe finished. The
+    /// default; right for any policy that judges each destination by its own results, as
+    /// ConsecutiveFailures does.
+    #[default]
+    PerDestination,
+    /// One call per round with every destination of the cluster, after all probes finished or
+    /// timed out, and the next round `Interval` after that (YARP's model), for a policy that
+    /// compares destinations with each other. A probe that hangs holds back the whole round.
+    WholeRounds,
+}
+
+/// Decides active health from probe results (YARP's `IActiveHealthCheckPolicy`).
 ///
-/// The engine calls it once per round with every destination probed in it, after all probes
-/// finished or timed out. Return one verdict per destination whose health should be set; the
-/// engine applies only actual changes.
+/// The engine calls it with the probe results of a cluster: by default (see
+/// [`delivery`](Self::delivery)) with each destination's result as soon as it arrives, or with
+/// whole rounds for a policy that asks for them. Return one verdict per destination whose health
+/// should be set; the engine applies only actual changes.
 ///
 /// ```
 /// use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
@@ -122,10 +140,18 @@ impl ActivePolicyContext<'_> {
 /// }
 /// ```
 pub trait ActiveHealthPolicy: Send + Sync + 'static {
-    /// Judges one round of probe results.
+    /// Judges probe results: a whole round, or the results that arrived together (see
+    /// [`delivery`](Self::delivery)). Each destination appears at most once.
     fn probing_completed(
         &self,
         ctx: &ActivePolicyContext<'_>,
         round: &[(&Destination, &ProbeResult)],
     ) -> Vec<ActiveVerdict>;
+
+    /// How the active monitor hands this policy its results. Default
+    /// [`ProbeDelivery::PerDestination`]; return [`ProbeDelivery::WholeRounds`] when a verdict
+    /// needs every destination's result of the same round.
+    fn delivery(&self) -> ProbeDelivery {
+        ProbeDelivery::PerDestination
+    }
 }

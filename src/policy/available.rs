@@ -23,6 +23,10 @@ pub struct AvailablePolicyContext<'a> {
     pub(crate) cluster_id: &'a str,
     pub(crate) active_enabled: bool,
     pub(crate) passive_enabled: bool,
+    /// Cluster metadata `HealthCheck.SuspectRanking`.
+    pub(crate) suspect_ranking: bool,
+    /// Active checks are on and some destination has not had its first probe result yet.
+    pub(crate) first_probes_pending: bool,
 }
 
 impl AvailablePolicyContext<'_> {
@@ -39,6 +43,31 @@ impl AvailablePolicyContext<'_> {
     /// Whether the cluster has passive checks enabled.
     pub fn passive_enabled(&self) -> bool {
         self.passive_enabled
+    }
+
+    /// Whether the cluster ranks destinations whose most recent probe failed with Degraded ones
+    /// (cluster metadata `HealthCheck.SuspectRanking`, default `true`).
+    pub fn suspect_ranking(&self) -> bool {
+        self.suspect_ranking
+    }
+
+    /// Whether `destination` is a suspect: active checks are on, its most recent probe failed,
+    /// and the cluster ranks suspects with Degraded destinations. A suspect that its active
+    /// policy has not ejected is still available; selection ranks it below destinations whose
+    /// most recent probe succeeded (SPEC §14.1).
+    pub fn is_suspect(&self, destination: &Destination) -> bool {
+        self.suspect_ranking
+            && self.active_enabled
+            && destination.last_probe_succeeded() == Some(false)
+    }
+
+    /// Whether `destination` waits for its first probe result while its cluster's first probes
+    /// are still running: until they finished it ranks below destinations already probed
+    /// successfully (the first-pick warm-up, SPEC §14.1).
+    pub(crate) fn is_unverified(&self, destination: &Destination) -> bool {
+        self.first_probes_pending
+            && self.suspect_ranking
+            && destination.last_probe_succeeded().is_none()
     }
 
     /// Whether an enabled check marks `destination` Unhealthy, or its discovery source does.

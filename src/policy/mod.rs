@@ -3,8 +3,9 @@
 //! YARP keeps four roles apart and so do we:
 //! - the **active policy** ([`ActiveHealthPolicy`], built-in [`ConsecutiveFailures`]) reads a probe
 //!   round and says what each destination's active health is;
-//! - the **passive policy** ([`PassiveHealthPolicy`], built-in [`TransportFailureRate`]) reads one
-//!   request outcome and says what the destination's passive health is;
+//! - the **passive policy** ([`PassiveHealthPolicy`], built-ins [`TransportFailureRate`] and
+//!   [`OutlierDetection`], one or several per cluster) reads one request outcome and says what the
+//!   destination's passive health is;
 //! - the **available-destinations policy** ([`AvailableDestinationsPolicy`], built-in
 //!   [`HealthyAndUnknown`] and [`HealthyOrPanic`]) decides who may get traffic;
 //! - the engine's **health updater** applies those verdicts, schedules reactivation, emits events
@@ -17,14 +18,16 @@ pub(crate) mod active;
 pub(crate) mod available;
 pub(crate) mod consecutive_failures;
 pub(crate) mod healthy_or_panic;
+pub(crate) mod outlier_detection;
 pub(crate) mod passive;
 pub(crate) mod registry;
 pub(crate) mod transport_failure_rate;
 
-pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
+pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, ProbeDelivery};
 pub use available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
 pub use consecutive_failures::ConsecutiveFailures;
 pub use healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};
+pub use outlier_detection::OutlierDetection;
 pub use passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
 pub use registry::PolicyRegistry;
 pub use transport_failure_rate::TransportFailureRate;

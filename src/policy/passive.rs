@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::config::metadata::Metadata;
-use crate::config::model::HealthPolicyOptions;
+use crate::config::model::{HealthPolicyOptions, OutlierDetectionOptions};
+use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
 use crate::health::reason::Reason;
@@ -29,9 +30,14 @@ pub struct PassivePolicyContext<'a> {
     pub(crate) failure_rate_limit: f64,
     pub(crate) reactivation_period: Option<Duration>,
     pub(crate) effective_reactivation_period: Duration,
+    pub(crate) outlier_detection: &'a OutlierDetectionOptions,
     pub(crate) options: &'a HealthPolicyOptions,
     pub(crate) destination: &'a Destination,
     pub(crate) now: Duration,
+    /// The cluster's own policy data (one value per type), kept while the cluster exists.
+    pub(crate) cluster_state: &'a StateSlots,
+    /// Destinations of the cluster now.
+    pub(crate) cluster_size: usize,
 }
 
 impl std::fmt::Debug for PassivePolicyContext<'_> {
@@ -77,6 +83,12 @@ impl PassivePolicyContext<'_> {
         self.effective_reactivation_period
     }
 
+    /// The OutlierDetection settings in force for this cluster (metadata `OutlierDetection.*`
+    /// or the defaults).
+    pub fn outlier_detection(&self) -> &OutlierDetectionOptions {
+        self.outlier_detection
+    }
+
     /// The global health-policy options.
     pub fn options(&self) -> &HealthPolicyOptions {
         self.options
@@ -93,6 +105,24 @@ impl PassivePolicyContext<'_> {
     /// keep `f` short.
     pub fn with_state<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         self.destination.state().with_slot(f)
+    }
+
+    /// How many destinations the cluster has now (for a policy that limits how many of them it
+    /// ejects at once).
+    pub fn cluster_size(&self) -> usize {
+        self.cluster_size
+    }
+
+    /// Runs `f` on the cluster's value of type `T`, the policy's own per-cluster data (created
+    /// with `T::default()` on first use, kept while the cluster exists, across reloads). It is
+    /// behind a lock of the cluster's own that every outcome of the cluster would contend on:
+    /// take it only on rare paths (an ejection), never for every outcome. It may be taken inside
+    /// [`with_state`](Self::with_state), not the other way round.
+    pub fn with_cluster_state<T: Default + Send + 'static, R>(
+        &self,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        self.cluster_state.with(f)
     }
 }
 
@@ -128,4 +158,15 @@ pub trait PassiveHealthPolicy: Send + Sync + 'static {
         ctx: &PassivePolicyContext<'_>,
         outcome: RequestOutcome,
     ) -> Option<PassiveVerdict>;
+
+    /// Active health checks saw `ctx.destination()` come back (Unhealthy to Healthy), and the
+    /// cluster asks passive policies to forget what they saw while it was down (cluster metadata
+    /// `HealthCheck.ResetPassiveOnRecovery`, default `true`; SPEC §14.1). Called by the health
+    /// updater with the cluster's update lock held: keep it short. Its passive health is not
+    /// changed by this (a pending reactivation still decides when an ejected destination
+    /// returns); the point is that its first requests after coming back are not judged together
+    /// with the failures of its outage. Default: nothing.
+    fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
+        let _ = ctx;
+    }
 }

@@ -12,6 +12,7 @@ use super::active::ActiveHealthPolicy;
 use super::available::AvailableDestinationsPolicy;
 use super::consecutive_failures::ConsecutiveFailures;
 use super::healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};
+use super::outlier_detection::OutlierDetection;
 use super::passive::PassiveHealthPolicy;
 use super::transport_failure_rate::TransportFailureRate;
 use crate::config::check::{check, PolicyNames};
@@ -60,8 +61,9 @@ impl std::fmt::Debug for PolicyRegistry {
 }
 
 impl Default for PolicyRegistry {
-    /// The built-in policies: ConsecutiveFailures; TransportFailureRate; HealthyAndUnknown and
-    /// HealthyOrPanic; PowerOfTwoChoices, RoundRobin, LeastRequests, Random, FirstAlphabetical.
+    /// The built-in policies: ConsecutiveFailures; TransportFailureRate and OutlierDetection;
+    /// HealthyAndUnknown and HealthyOrPanic; PowerOfTwoChoices, RoundRobin, LeastRequests,
+    /// Random, FirstAlphabetical.
     fn default() -> Self {
         let mut r = PolicyRegistry {
             active: Vec::new(),
@@ -71,6 +73,7 @@ impl Default for PolicyRegistry {
         };
         r.register_active(DEFAULT_ACTIVE_POLICY, Arc::new(ConsecutiveFailures));
         r.register_passive(DEFAULT_PASSIVE_POLICY, Arc::new(TransportFailureRate));
+        r.register_passive("OutlierDetection", Arc::new(OutlierDetection));
         r.register_available_destinations("HealthyAndUnknown", Arc::new(HealthyAndUnknown));
         r.register_available_destinations(DEFAULT_AVAILABLE_DESTINATIONS, Arc::new(HealthyOrPanic));
         r.register_load_balancing(DEFAULT_LOAD_BALANCING, Arc::new(PowerOfTwoChoices));
@@ -188,8 +191,9 @@ impl<P: ?Sized> Clone for Named<P> {
 pub(crate) struct ResolvedPolicies {
     /// Present exactly when active checks are enabled.
     pub active: Option<Named<dyn ActiveHealthPolicy>>,
-    /// Present exactly when passive checks are enabled.
-    pub passive: Option<Named<dyn PassiveHealthPolicy>>,
+    /// Present exactly when passive checks are enabled: the policies `HealthCheck:Passive:Policy`
+    /// lists, in order, at least one.
+    pub passive: Option<Vec<Named<dyn PassiveHealthPolicy>>>,
     pub available: Named<dyn AvailableDestinationsPolicy>,
     pub load_balancing: Named<dyn LoadBalancingPolicy>,
 }
@@ -272,20 +276,44 @@ impl PolicyRegistry {
                 })
             }
         };
+        let mut twice: Vec<&str> = Vec::new();
         let passive = match hc.passive().is_enabled() {
             false => Ok(None),
             true => {
-                let name = hc.passive().policy_name();
-                named(self.passive(name)).map(Some).ok_or_else(|| {
-                    unknown(
-                        "HealthCheck:Passive:Policy",
-                        "passive health policy",
-                        name,
-                        self.passive_names(),
-                    )
-                })
+                // A comma-separated list: every listed policy judges every outcome.
+                let mut list: Vec<Named<dyn PassiveHealthPolicy>> = Vec::new();
+                let mut complete = true;
+                for name in hc.passive().policy_names() {
+                    match named(self.passive(name)) {
+                        Some(policy) if list.iter().any(|p| p.name == policy.name) => {
+                            complete = false;
+                            twice.push(name);
+                        }
+                        Some(policy) => list.push(policy),
+                        None => {
+                            complete = false;
+                            unknown(
+                                "HealthCheck:Passive:Policy",
+                                "passive health policy",
+                                name,
+                                self.passive_names(),
+                            );
+                        }
+                    }
+                }
+                if complete {
+                    Ok(Some(list))
+                } else {
+                    Err(())
+                }
             }
         };
+        for name in twice {
+            diags.error(
+                place.path("HealthCheck:Passive:Policy"),
+                place.message(format!("passive health policy `{name}` is listed twice")),
+            );
+        }
         Some(ResolvedPolicies {
             active: active.ok()?,
             passive: passive.ok()?,

@@ -58,6 +58,13 @@ impl PassiveHealthPolicy for TransportFailureRate {
             reactivation_after: period,
         })
     }
+
+    /// The failures of the outage are forgotten: a destination that active checks saw come back
+    /// is not ejected again by its first successful request (healthpick extension; YARP keeps
+    /// the history, SPEC §14.1).
+    fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
+        ctx.with_state(|history: &mut FailureHistory| *history = FailureHistory::default());
+    }
 }
 
 const BUCKET: Duration = Duration::from_secs(1);

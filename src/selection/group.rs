@@ -17,9 +17,21 @@ pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> Hea
     match (health.reported, health.discovery) {
         (Some(ReportedHealth::Degraded) | Some(ReportedHealth::Unhealthy), _)
         | (_, DiscoveryHealth::Draining) => HealthClass::Degraded,
+        // Its most recent probe failed (SPEC §14.1 suspect ranking).
+        _ if ctx.is_suspect(d) => HealthClass::Degraded,
         _ => HealthClass::Healthy,
     }
 }
+
+/// Within a class, while the cluster's first probes are running, a destination still waiting
+/// for its first result ranks after those already probed successfully (SPEC §14.1 warm-up).
+fn waits_for_first_probe(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> bool {
+    ctx.is_unverified(d)
+}
+
+/// How good a destination is, best first: health class, then (while the first probes run)
+/// whether it still waits for its first result, then tier.
+type Rank = (HealthClass, bool, u32);
 
 /// The best group among `available`: best health class, then lowest tier; with the class. A
 /// destination of weight 0 is in it only when the group has no other (SPEC §13: weight 0 means
@@ -28,22 +40,27 @@ pub(crate) fn best_group(
     ctx: &AvailablePolicyContext<'_>,
     available: &[Arc<Destination>],
 ) -> (Vec<Arc<Destination>>, Option<HealthClass>) {
-    let ranked: Vec<(HealthClass, u32, &Arc<Destination>)> = available
+    let ranked: Vec<(Rank, &Arc<Destination>)> = available
         .iter()
-        .map(|d| (class_of(ctx, d), d.tier(), d))
+        .map(|d| {
+            (
+                (class_of(ctx, d), waits_for_first_probe(ctx, d), d.tier()),
+                d,
+            )
+        })
         .collect();
-    let Some((class, tier)) = ranked.iter().map(|(c, t, _)| (*c, *t)).min() else {
+    let Some(best) = ranked.iter().map(|(rank, _)| *rank).min() else {
         return (Vec::new(), None);
     };
     let mut group: Vec<Arc<Destination>> = ranked
         .into_iter()
-        .filter(|(c, t, _)| *c == class && *t == tier)
-        .map(|(_, _, d)| d.clone())
+        .filter(|(rank, _)| *rank == best)
+        .map(|(_, d)| d.clone())
         .collect();
     if group.iter().any(|d| d.weight() > 0.0) {
         group.retain(|d| d.weight() > 0.0);
     }
-    (group, Some(class))
+    (group, Some(best.0))
 }
 
 /// The best group among `available` once the destinations `exclude` names are set aside: for

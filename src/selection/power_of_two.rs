@@ -2,38 +2,53 @@
 //! requests in flight wins, ties to the first. Mitzenmacher's "power of two choices" gets most of
 //! least-loaded balancing's benefit at O(1) cost and without herding on one stale minimum.
 //!
-//! In a weighted group the comparison is per unit of weight, as in Envoy's weighted
-//! least-request balancer: `j` wins when `w_j / (in_flight_j + 1) > w_i / (in_flight_i + 1)`.
+//! In a weighted group the first candidate is drawn in proportion to the weights (an alias table
+//! prepared once per group) and the second uniformly among the others, and the comparison is
+//! per unit of weight: `j` wins when `in_flight_j / w_j < in_flight_i / w_i`, ties to the first.
+//! An idle cluster (every count 0, a tie every time) is thus spread in proportion to the
+//! weights, and a loaded one balances requests in flight per unit of weight, as Envoy's weighted
+//! least-request balancer aims to.
 
 use std::sync::Arc;
 
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
-use super::weights;
+use super::weights::{self, AliasTable};
 use crate::destination::Destination;
 
-/// Two distinct random indices i != j; fewer in flight (per unit of weight) wins, ties to i.
+/// Two distinct random indices i != j (i by weight in a weighted group); fewer in flight (per
+/// unit of weight) wins, ties to i.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PowerOfTwoChoices;
 
-/// The group's weights, in group order.
-struct Weights(Vec<f64>);
+/// The group's weights, in group order, and an alias table drawing in proportion to them.
+struct Weights {
+    weights: Vec<f64>,
+    table: AliasTable,
+}
 
 impl LoadBalancingPolicy for PowerOfTwoChoices {
     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
         match weights::of(group) {
-            Some(weights) => Prepared::new(Weights(weights)),
+            Some(weights) => Prepared::new(Weights {
+                table: AliasTable::new(&weights),
+                weights,
+            }),
             None => Prepared::none(),
         }
     }
 
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        let (i, j) = ctx.two_random_indices(group.len());
-        let (load_i, load_j) = (group[i].in_flight(), group[j].in_flight());
-        // A select rather than a branch: under real load the comparison goes either way.
-        let j_wins = match ctx.prepared::<Weights>() {
-            None => load_j < load_i,
-            Some(Weights(w)) => w[j] * (load_i as f64 + 1.0) > w[i] * (load_j as f64 + 1.0),
+        let Some(Weights { weights: w, table }) = ctx.prepared::<Weights>() else {
+            let (i, j) = ctx.two_random_indices(group.len());
+            // A select rather than a branch: under real load the comparison goes either way.
+            let j_wins = group[j].in_flight() < group[i].in_flight();
+            return [i, j][usize::from(j_wins)];
         };
+        let i = table.index(ctx.random_u64());
+        let other = ctx.random_index(group.len() - 1);
+        let j = other + usize::from(other >= i);
+        let (load_i, load_j) = (group[i].in_flight() as f64, group[j].in_flight() as f64);
+        let j_wins = load_j * w[i] < load_i * w[j];
         [i, j][usize::from(j_wins)]
     }
 }

@@ -54,7 +54,7 @@
 //! | type | fields |
 //! |---|---|
 //! | `health` | `cluster`, `destination`, `part` (`active`/`passive`/`reported`), `from`, `to`, `reason` |
-//! | `evaluation` | `cluster`, `destination`, `policy`, then ConsecutiveFailures: `probe` (`success`/`failure`), `result`, `counter`; TransportFailureRate: `outcome`, `failed`, `total`, `rate`, `limit`; a custom policy: `reason`; always `state` |
+//! | `evaluation` | `cluster`, `destination`, `policy`, then ConsecutiveFailures: `probe` (`success`/`failure`), `result`, `counter`; TransportFailureRate: `outcome`, `failed`, `total`, `rate`, `limit`; OutlierDetection: `outcome`, `consecutive5xx`, `consecutiveGateway`, `ejection` (`none`, `ejected` with `ejectedFor` seconds and `ejections` in a row, `still-ejected` with `ejectedFor` left, `cap-reached` with `ejected` and `cap`); a custom policy: `reason`; always `state`. With several passive policies, one line per policy and outcome |
 //! | `available` | `cluster`, `destinations` (ids), `panic` |
 //! | `pick` | `cluster`, `destination` or `error: "NoAvailableDestinations"` |
 //! | `reload` | `valid`, `errors` when rejected |

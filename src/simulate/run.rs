@@ -16,7 +16,7 @@ use crate::destination::handle::PickHandle;
 use crate::engine::Engine;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
-use crate::health::reason::Reason;
+use crate::health::reason::{OutlierEjection, Reason};
 use crate::ids::eq_ignore_case;
 use crate::observer::{Evaluated, Evaluation, Observer};
 use crate::policy::registry::PolicyRegistry;
@@ -324,6 +324,13 @@ impl Observer for Lines {
             total: None,
             rate: None,
             limit: None,
+            consecutive_5xx: None,
+            consecutive_gateway: None,
+            ejection: None,
+            ejected_for: None,
+            ejections: None,
+            ejected: None,
+            cap: None,
             reason: None,
             state: e.state.to_string(),
         };
@@ -355,6 +362,31 @@ impl Observer for Lines {
                 line.total = Some(*total);
                 line.rate = Some(*rate);
                 line.limit = Some(*limit);
+            }
+            Reason::Outlier {
+                consecutive_5xx,
+                consecutive_gateway_failures,
+                ejection,
+            } => {
+                line.consecutive_5xx = Some(*consecutive_5xx);
+                line.consecutive_gateway = Some(*consecutive_gateway_failures);
+                line.ejection = Some(match ejection {
+                    OutlierEjection::Ejected { duration, count } => {
+                        line.ejected_for = Some(secs(*duration));
+                        line.ejections = Some(*count);
+                        "ejected"
+                    }
+                    OutlierEjection::StillEjected { remaining } => {
+                        line.ejected_for = Some(secs(*remaining));
+                        "still-ejected"
+                    }
+                    OutlierEjection::CapReached { ejected, cap } => {
+                        line.ejected = Some(*ejected);
+                        line.cap = Some(*cap);
+                        "cap-reached"
+                    }
+                    _ => "none",
+                });
             }
             other => line.reason = Some(other.to_string()),
         }
@@ -450,6 +482,20 @@ struct EvaluationLine<'a> {
     rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<f64>,
+    #[serde(rename = "consecutive5xx", skip_serializing_if = "Option::is_none")]
+    consecutive_5xx: Option<u32>,
+    #[serde(rename = "consecutiveGateway", skip_serializing_if = "Option::is_none")]
+    consecutive_gateway: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ejection: Option<&'static str>,
+    #[serde(rename = "ejectedFor", skip_serializing_if = "Option::is_none")]
+    ejected_for: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ejections: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ejected: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cap: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
     state: String,

@@ -364,6 +364,7 @@ mod tests {
             discovery: crate::health::state::DiscoveryHealth::Unknown,
             last_seen: None,
             locality: "-".to_string(),
+            last_probe_succeeded: None,
         }
     }
 

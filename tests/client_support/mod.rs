@@ -5,8 +5,14 @@
 //!   connection it accepts (time, method, path), so a test can count the attempts a destination
 //!   received even though none of them got a response;
 //! - [`ClosedPort`]: a reserved port where nothing listens (every connect is refused);
+//! - [`Blackhole`]: a listener whose accept queue is full, so a connect gets no answer at all
+//!   (the kernel drops the SYN): what a connect timeout is for;
 //! - [`EchoServer`]: a hyper server that answers with what it received (method, path, query,
-//!   `Host`, content type, body) as JSON, and holds `/slow` requests forever;
+//!   `Host`, content type, body) as JSON, after an optional delay, and holds `/slow` requests
+//!   forever;
+//! - [`ChildBackend`]: the examples' backend in a child process (this test binary run again),
+//!   for faults that are signals: `SIGKILL` (a crash: the kernel closes its sockets) and
+//!   `SIGSTOP`/`SIGCONT` (a freeze);
 //! - [`wait_until`]: polls a condition with a deadline instead of sleeping and hoping.
 //!
 //! Every server binds `127.0.0.1` and stops (listener and open connections) when dropped.
@@ -111,6 +117,52 @@ impl ClosedPort {
     }
 }
 
+// ---- blackhole --------------------------------------------------------------------------------
+
+/// A loopback listener that never accepts, with an accept queue of one that is already taken:
+/// the kernel drops every further SYN, so a connect hangs until the client gives up (as with a
+/// host that vanished from the network). Stops when dropped.
+pub struct Blackhole {
+    addr: SocketAddr,
+    _listener: tokio::net::TcpListener,
+    _filler: tokio::net::TcpStream,
+}
+
+impl Blackhole {
+    /// Binds a free loopback port and fills its accept queue; checks that a further connect
+    /// indeed gets no answer.
+    pub async fn start() -> Blackhole {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind");
+        let listener = socket.listen(0).expect("listen");
+        let addr = listener.local_addr().expect("local addr");
+        let filler = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("the one connection the queue takes");
+        let probe = tokio::time::timeout(
+            Duration::from_millis(300),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await;
+        assert!(
+            probe.is_err(),
+            "a connect to a full accept queue was answered: {probe:?}"
+        );
+        Blackhole {
+            addr,
+            _listener: listener,
+            _filler: filler,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
 // ---- raw misbehaving server -------------------------------------------------------------------
 
 /// What a [`RawServer`] does with a connection once it has read the request head.
@@ -122,6 +174,12 @@ pub enum Mode {
     TruncatedBody,
     /// Never answers; keeps the connection open.
     Hang,
+    /// Answers this status with an empty body and closes.
+    Status(u16),
+    /// Answers this status with `Retry-After: 1` and closes.
+    StatusRetryAfter(u16),
+    /// Answers `200` with `Content-Length: 100`, sends five bytes of body, then never more.
+    StallBody,
 }
 
 /// One connection a [`RawServer`] accepted.
@@ -231,6 +289,25 @@ async fn accept_loop(listener: TcpListener, shared: Arc<RawShared>, mode: Mode) 
                     let _ = stream.flush().await;
                 }
                 Mode::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
+                Mode::Status(status) | Mode::StatusRetryAfter(status) => {
+                    let retry_after = if matches!(mode, Mode::StatusRetryAfter(_)) {
+                        "retry-after: 1\r\n"
+                    } else {
+                        ""
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status} Raw\r\n{retry_after}content-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.flush().await;
+                }
+                Mode::StallBody => {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nstall")
+                        .await;
+                    let _ = stream.flush().await;
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
             }
             drop(stream);
         });
@@ -263,6 +340,7 @@ async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
 pub struct EchoServer {
     addr: SocketAddr,
     served: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -272,8 +350,26 @@ impl EchoServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let served = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(echo_loop(listener, name.to_string(), served.clone()));
-        EchoServer { addr, served, task }
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(echo_loop(
+            listener,
+            name.to_string(),
+            served.clone(),
+            delay_ms.clone(),
+        ));
+        EchoServer {
+            addr,
+            served,
+            delay_ms,
+            task,
+        }
+    }
+
+    /// Makes every request (health probes excepted) wait `delay` before it is answered; it is
+    /// counted in [`served`](Self::served) when it arrives.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// `http://127.0.0.1:PORT/`
@@ -293,16 +389,22 @@ impl Drop for EchoServer {
     }
 }
 
-async fn echo_loop(listener: TcpListener, name: String, served: Arc<AtomicU64>) {
+async fn echo_loop(
+    listener: TcpListener,
+    name: String,
+    served: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
+) {
     let mut connections = JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (name, served) = (name.clone(), served.clone());
+        let (name, served, delay_ms) = (name.clone(), served.clone(), delay_ms.clone());
         connections.spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req| echo(req, name.clone(), served.clone()));
+            let service = hyper::service::service_fn(move |req| {
+                echo(req, name.clone(), served.clone(), delay_ms.clone())
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
@@ -315,6 +417,7 @@ async fn echo(
     req: Request<Incoming>,
     name: String,
     served: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path() == "/api/systemstatus" {
         return Ok(Response::new(Full::new(Bytes::from_static(
@@ -322,6 +425,10 @@ async fn echo(
         ))));
     }
     served.fetch_add(1, Ordering::SeqCst);
+    let delay = delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
     if req.uri().path() == "/slow" {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
@@ -363,4 +470,121 @@ async fn echo(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(json.to_string())))
         .expect("static response parts"))
+}
+
+// ---- child-process backend --------------------------------------------------------------------
+
+/// The environment variable that makes this test binary a child backend: its value is the
+/// backend's name.
+const CHILD_ENV: &str = "HEALTHPICK_CHILD_BACKEND";
+/// The line a child backend prints once it listens: the marker, then its URL.
+const CHILD_MARKER: &str = "HEALTHPICK_CHILD_URL=";
+/// The test that is a child backend's entry point (see [`run_child_backend_if_asked`]).
+pub const CHILD_TEST: &str = "child_backend_process";
+
+/// In a process started by [`ChildBackend::start`]: serves the examples' backend until killed
+/// and never returns. Anywhere else: returns at once.
+pub fn run_child_backend_if_asked() {
+    let Ok(name) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("child runtime");
+    runtime.block_on(async move {
+        let server = backend::Backend::start(&name).await.expect("child backend");
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{CHILD_MARKER}{}", server.url()).expect("stdout");
+        out.flush().expect("stdout");
+        drop(out);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// The examples' backend (it answers its name) in a child process: this test binary, run again
+/// with only [`CHILD_TEST`]. Killed (SIGKILL) when dropped.
+pub struct ChildBackend {
+    child: std::process::Child,
+    url: String,
+}
+
+impl ChildBackend {
+    /// Starts a child backend called `name` and waits (bounded) until it listens.
+    pub fn start(name: &str) -> ChildBackend {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, name)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn a child backend");
+        let stdout = child.stdout.take().expect("child stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                // libtest has printed `test <name> ... ` on the same line.
+                if let Some(at) = line.find(CHILD_MARKER) {
+                    let _ = tx.send(line[at + CHILD_MARKER.len()..].trim().to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the child backend did not start listening");
+        ChildBackend { child, url }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and waits for the process to be gone (its sockets closed by the kernel).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends `signal` (`"STOP"`, `"CONT"`) to the child.
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill(1)");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+        if signal == "STOP" {
+            // The signal is delivered asynchronously: wait (bounded) until the kernel shows the
+            // process stopped.
+            let stat = format!("/proc/{}/stat", self.pid());
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit(") ")
+                    .next()
+                    .is_some_and(|rest| rest.starts_with('T'))
+            }) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the child did not stop"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+impl Drop for ChildBackend {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }

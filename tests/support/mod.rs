@@ -504,6 +504,29 @@ async fn misbehave(mut stream: TcpStream, how: Misbehaviour) {
     }
 }
 
+/// A listener that never accepts: the kernel completes connections into its backlog and the
+/// requests sit unread, as with a process stopped by SIGSTOP. Every request to it hangs until
+/// the client gives up.
+pub struct FrozenServer {
+    listener: std::net::TcpListener,
+}
+
+impl FrozenServer {
+    pub fn start() -> FrozenServer {
+        FrozenServer {
+            listener: std::net::TcpListener::bind("127.0.0.1:0").expect("bind"),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!(
+            "http://{}/",
+            self.listener.local_addr().expect("local addr")
+        )
+    }
+}
+
 /// A loopback port nothing listens on: bound, read, released. Connecting to it is refused.
 pub fn refused_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -26,7 +26,7 @@ Output (stdout):
            `error: <path>: <message>` / `warning: <path>: <message>` line per problem
   --json   one JSON object: valid, errors, warnings and the effective configuration of
            every cluster with all defaults resolved (intervals, timeouts, thresholds,
-           canonical policy names, probe URIs)
+           canonical policy names, outlier detection, probe URIs)
 
 Exit status:
   0  the configuration is valid (warnings allowed unless --strict)
@@ -134,12 +134,11 @@ struct Ordered<T>(Vec<(String, T)>);
 
 impl<T> Ordered<T> {
     fn from_iter(items: impl IntoIterator<Item = (String, T)>) -> Self {
-        let mut entries: Vec<(String, T)> = Vec::new();
-        for (key, value) in items {
-            if !entries.iter().any(|(k, _)| *k == key) {
-                entries.push((key, value));
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let entries = items
+            .into_iter()
+            .filter(|(key, _)| seen.insert(key.clone()))
+            .collect();
         Ordered(entries)
     }
 }
@@ -168,11 +167,17 @@ struct JsonCluster<'a> {
     load_balancing_policy: &'a str,
     available_destinations_policy: &'a str,
     active: JsonActive<'a>,
-    passive: JsonPassive<'a>,
+    passive: JsonPassive,
     /// The cluster's discovery sources, every default resolved.
     sources: Vec<JsonSource>,
     /// The locality-to-tier mapping, when on.
     locality_tiers: Option<serde_json::Value>,
+    /// Metadata `HealthCheck.SuspectRanking` (healthpick extension).
+    suspect_ranking: bool,
+    /// Metadata `HealthCheck.ResetPassiveOnRecovery` (healthpick extension).
+    reset_passive_on_recovery: bool,
+    /// Metadata `OutlierDetection.*`, in force when the OutlierDetection passive policy runs.
+    outlier_detection: JsonOutlierDetection,
     destinations: Ordered<JsonDestination<'a>>,
 }
 
@@ -193,6 +198,18 @@ struct JsonSource {
 
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
+struct JsonOutlierDetection {
+    #[serde(rename = "consecutive5xx")]
+    consecutive_5xx: u32,
+    consecutive_gateway_failure: u32,
+    base_ejection_time_ms: u64,
+    max_ejection_time_ms: u64,
+    max_ejection_percent: f64,
+    interval_ms: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct JsonActive<'a> {
     enabled: bool,
     interval_ms: u64,
@@ -206,9 +223,10 @@ struct JsonActive<'a> {
 
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct JsonPassive<'a> {
+struct JsonPassive {
     enabled: bool,
-    policy: &'a str,
+    /// The registered spelling of each listed policy, comma-separated.
+    policy: String,
     reactivation_period_ms: Option<u64>,
     effective_reactivation_ms: u64,
     rate_limit: f64,
@@ -278,7 +296,13 @@ fn effective_cluster<'a>(
     let lb = cluster.load_balancing_policy_name();
     let available = hc.available_destinations_policy_name();
     let active_policy = active.policy_name();
-    let passive_policy = passive.policy_name();
+    let passive_policy = passive
+        .policy_names()
+        .into_iter()
+        .map(|name| registry.passive(name).map_or(name, |(n, _)| n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let outlier = cluster.outlier_detection();
 
     let reactivation = passive.reactivation_period_setting();
     JsonCluster {
@@ -299,9 +323,7 @@ fn effective_cluster<'a>(
         },
         passive: JsonPassive {
             enabled: passive.is_enabled(),
-            policy: registry
-                .passive(passive_policy)
-                .map_or(passive_policy, |(n, _)| n),
+            policy: passive_policy,
             reactivation_period_ms: reactivation.map(millis),
             effective_reactivation_ms: millis(cluster.effective_reactivation_period(options)),
             rate_limit: cluster.failure_rate_limit(options),
@@ -318,6 +340,16 @@ fn effective_cluster<'a>(
                 "tiers": t.named_tiers(),
             })
         }),
+        suspect_ranking: cluster.suspect_ranking(),
+        reset_passive_on_recovery: cluster.reset_passive_on_recovery(),
+        outlier_detection: JsonOutlierDetection {
+            consecutive_5xx: outlier.consecutive_5xx,
+            consecutive_gateway_failure: outlier.consecutive_gateway_failure,
+            base_ejection_time_ms: millis(outlier.base_ejection_time),
+            max_ejection_time_ms: millis(outlier.ejection_time(u32::MAX)),
+            max_ejection_percent: outlier.max_ejection_percent,
+            interval_ms: millis(outlier.interval),
+        },
         destinations: Ordered::from_iter(
             cluster
                 .destinations()
@@ -340,6 +372,33 @@ fn effective_source(source: &DiscoveryConfig) -> JsonSource {
         SourceConfig::ResolveDestinations(r) => serde_json::json!({
             "servers": r.name_servers().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             "timeoutMs": millis(r.lookup_timeout()),
+        }),
+        SourceConfig::Etcd(etcd) => serde_json::json!({
+            "endpoints": etcd.endpoint_urls().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
+            "prefix": etcd.key_prefix(),
+            "timeoutMs": millis(etcd.call_timeout()),
+        }),
+        SourceConfig::Consul(consul) => serde_json::json!({
+            "service": consul.service(),
+            "address": consul.agent_address().map(|u| u.as_str().to_string()),
+            "datacenters": consul.datacenter_list(),
+            "tag": consul.tag_filter(),
+            // Never the token itself: `check --json` output ends up in logs and tickets.
+            "token": consul.token_setting().map(|_| "(set)"),
+            "waitMs": millis(consul.blocking_wait()),
+            "maxStaleMs": consul.max_stale().map(millis),
+            "scheme": consul.url_scheme(),
+            "timeoutMs": millis(consul.call_timeout()),
+        }),
+        SourceConfig::Kubernetes(kubernetes) => serde_json::json!({
+            "service": kubernetes.service(),
+            "namespace": kubernetes.namespace_setting(),
+            "portName": kubernetes.port_name_setting(),
+            "scheme": kubernetes.url_scheme(),
+            "context": kubernetes.context_setting(),
+            "resyncMs": millis(kubernetes.resync_period()),
+            "idleTimeoutMs": millis(kubernetes.watch_idle_timeout()),
+            "localZone": kubernetes.local_zone_setting(),
         }),
         _ => serde_json::Value::Null,
     };

@@ -3,7 +3,7 @@
 //! serde_json (no Consul crate is kept well enough to depend on).
 
 mod entries;
-mod source;
+pub(crate) mod source;
 
 pub use entries::{parse_entries, EntryError};
 pub use source::ConsulSource;

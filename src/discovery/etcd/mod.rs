@@ -5,7 +5,7 @@
 //! under a lease, so a crashed one leaves when its lease runs out.
 
 pub(crate) mod gateway;
-mod source;
+pub(crate) mod source;
 mod value;
 
 pub use gateway::EtcdError;

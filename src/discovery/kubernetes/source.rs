@@ -182,6 +182,46 @@ impl KubernetesSource {
         SourceTask::new(cancel, task)
     }
 
+    /// Checks settings as the constructors do, without building a client.
+    pub(crate) fn check(config: &KubernetesSourceConfig) -> Result<(), String> {
+        check(config)
+    }
+
+    /// Builds the client from `config` as [`new`](Self::new) does and then runs as
+    /// [`start`](Self::start) does, on the current tokio runtime: what a configuration's
+    /// `Type: Kubernetes` starts. A client that cannot be built yet (no kubeconfig, a context
+    /// it lacks) is the source's failure, shown in its status and retried with backoff, so a
+    /// kubeconfig that appears later is picked up.
+    pub(crate) fn start_from_config(
+        config: KubernetesSourceConfig,
+        refresh: RefreshBounds,
+        publisher: Publisher,
+    ) -> SourceTask {
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        let task = tokio::spawn(async move {
+            let mut backoff = Backoff::new(refresh);
+            let source = loop {
+                let built = tokio::select! {
+                    () = stop.cancelled() => return,
+                    built = KubernetesSource::new(&config) => built,
+                };
+                match built {
+                    Ok(source) => break source.refresh(refresh),
+                    Err(why) => {
+                        let _ = publisher.failed(&why);
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(backoff.failed()) => {}
+                        }
+                    }
+                }
+            };
+            source.run(publisher, stop).await;
+        });
+        SourceTask::new(cancel, task)
+    }
+
     fn watcher_config(&self) -> watcher::Config {
         let seconds = self
             .idle_timeout

@@ -1,0 +1,556 @@
+//! Driving one call through the failover step (SPEC §8, §14.2): send an attempt, bound it by
+//! its deadline, hand how it ended to [`Failover`], and send the next one where it says; with
+//! hedging, keep a second attempt in flight and let the first answer win. The wrapped client and
+//! the middleware each say how to send an attempt and read what came back ([`Reply`],
+//! [`Failure`]); the rest is this one loop.
+//!
+//! A call without hedging runs the plain loop, one attempt at a time, with nothing boxed; a call
+//! that may hedge runs the racing loop, boxed, so the plain call's future stays small.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use super::failover::{Attempt, Failover};
+use super::retry::FailureKind;
+use crate::destination::handle::PickHandle;
+use crate::destination::Destination;
+
+/// A response as the driver reads it.
+pub(crate) trait Reply: Send {
+    /// Its status.
+    fn status(&self) -> u16;
+    /// Whether it carries `Retry-After` (asked only of retryable statuses).
+    fn retry_after(&self) -> bool;
+}
+
+/// An attempt's failure before any response, as the driver reads it.
+pub(crate) trait Failure: Send {
+    /// How it counts for the retry rules.
+    fn kind(&self) -> FailureKind;
+}
+
+/// Why an attempt of the call did not give the caller its answer.
+#[derive(Debug)]
+pub(crate) enum Why<E> {
+    /// It failed before any response.
+    Error(E),
+    /// Its deadline passed before any response; how long it had.
+    TimedOut(Duration),
+    /// It was answered with a retryable status and the call went on.
+    Status(u16),
+}
+
+/// One attempt that did not give the caller its answer.
+#[derive(Debug)]
+pub(crate) struct Failed<E> {
+    pub destination: Arc<Destination>,
+    pub why: Why<E>,
+}
+
+/// The response a call ends with.
+#[derive(Debug)]
+pub(crate) struct Answer<R> {
+    pub response: R,
+    /// Keeps the destination in flight until the caller is done with the response.
+    pub pick: PickHandle,
+    /// Whether its outcome was reported already (a retryable status kept while the call went
+    /// on, then returned because nothing else answered).
+    pub reported: bool,
+    /// When reading the rest of the response must be done by.
+    pub deadline: Option<Instant>,
+    /// The attempt's timer, still registered for that deadline: reading the body goes on
+    /// with it instead of registering a new one (see [`CallTimer`]).
+    pub timer: Option<CallTimer>,
+}
+
+/// The one timer of a call: set for the first attempt's deadline, reset for each retry, and
+/// handed to the response for reading its body.
+///
+/// Registering a timer due before the runtime's next planned wake-up makes tokio wake its
+/// driver: a write to an eventfd and one more turn of the event loop, two system calls a call
+/// would pay whenever the runtime had gone to sleep with no earlier timer (measured with strace
+/// on the client bench: one `write` and one `epoll_wait` per sequential call). So a call keeps
+/// one timer for all its phases (boxed, to move into the response), and when the call is over
+/// the timer is not cancelled but kept, still registered, as this thread's spare: the next
+/// call on the thread resets it to its own deadline, which is later, and tokio has nothing to
+/// wake. A spare belongs to the runtime that made it and is only reused there.
+#[derive(Debug)]
+pub(crate) struct CallTimer {
+    /// `Some` until dropped.
+    sleep: Option<Pin<Box<Sleep>>>,
+    runtime: tokio::runtime::Id,
+}
+
+thread_local! {
+    /// The timer of this thread's last call, still registered for that call's deadline.
+    static SPARE: std::cell::Cell<Option<(tokio::runtime::Id, Pin<Box<Sleep>>)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+impl CallTimer {
+    /// A timer set for `deadline`: this thread's spare if it belongs to the current runtime,
+    /// else a new one.
+    pub fn new(deadline: Instant) -> CallTimer {
+        let runtime = tokio::runtime::Handle::current().id();
+        let sleep = match SPARE.try_with(std::cell::Cell::take).ok().flatten() {
+            Some((id, mut sleep)) if id == runtime => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            // A spare of another runtime is dropped (cancelled) here.
+            _ => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        CallTimer {
+            sleep: Some(sleep),
+            runtime,
+        }
+    }
+
+    /// The timer, to poll or reset.
+    pub fn sleep(&mut self) -> Pin<&mut Sleep> {
+        self.sleep
+            .as_mut()
+            .expect("a call timer holds its timer until dropped")
+            .as_mut()
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        if let Some(sleep) = self.sleep.take() {
+            // The spare it replaces, if any, is cancelled.
+            let _ = SPARE.try_with(|spare| spare.set(Some((self.runtime, sleep))));
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub(crate) enum End<R, E> {
+    /// With a response; every attempt that did not give it, in order.
+    Answered(Answer<R>, Vec<Failed<E>>),
+    /// Without one: every attempt, in order.
+    Failed(Vec<Failed<E>>),
+}
+
+/// A retryable status kept while the call goes on, with its place in the failures.
+type Held<R> = Option<(Answer<R>, usize)>;
+
+/// Drives the call whose first destination is `pick` until it is answered or the failover step
+/// has nothing left. `send` sends one attempt to a destination, to be answered by a deadline
+/// (which the driver enforces until the response headers; an integration that hands the body
+/// on unseen also hands the deadline on); the future it returns must not borrow it, since a
+/// hedged call has two in flight.
+pub(crate) async fn drive<'x, R, E, F, S>(
+    failover: &mut Failover<'_>,
+    mut pick: PickHandle,
+    send: &mut S,
+) -> End<R, E>
+where
+    R: Reply,
+    E: Failure,
+    F: Future<Output = Result<R, E>> + Send + 'x,
+    S: FnMut(&Destination, Option<Instant>) -> F + Send,
+{
+    if failover.hedging().is_some() {
+        return Box::pin(drive_hedged(failover, pick, send)).await;
+    }
+    let mut failures = Vec::new();
+    let mut held: Held<R> = None;
+    let mut timer: Option<CallTimer> = None;
+    loop {
+        let (started, deadline) = failover.attempt_deadline();
+        let attempt = Attempt::new(pick);
+        let future = send(attempt.destination(), deadline);
+        let result = match deadline {
+            Some(at) => {
+                let timer = match &mut timer {
+                    Some(timer) => {
+                        timer.sleep().reset(at);
+                        timer
+                    }
+                    None => timer.insert(CallTimer::new(at)),
+                };
+                race(future, timer.sleep()).await
+            }
+            None => Ok(future.await),
+        };
+        let step = match result {
+            Ok(Ok(response)) => {
+                let status = response.status();
+                if !failover.retries_status(status) || response.retry_after() {
+                    failover.answered();
+                    let mut answer = answer(attempt, response, deadline);
+                    answer.timer = timer;
+                    return End::Answered(answer, failures);
+                }
+                on_status(
+                    failover,
+                    attempt,
+                    response,
+                    status,
+                    deadline,
+                    false,
+                    &mut held,
+                    &mut failures,
+                )
+            }
+            Ok(Err(error)) => {
+                let kind = error.kind();
+                on_failure(
+                    failover,
+                    attempt,
+                    Why::Error(error),
+                    kind,
+                    false,
+                    &mut failures,
+                )
+            }
+            Err(_) => on_timeout(
+                failover,
+                attempt,
+                had(started, deadline),
+                false,
+                &mut failures,
+            ),
+        };
+        match step {
+            Step::Next(next) => pick = next,
+            Step::Answer(answer) => return End::Answered(answer, failures),
+            // With one attempt at a time there is nothing to wait for.
+            Step::Wait | Step::Stop => return without_answer(failover, held, failures),
+        }
+    }
+}
+
+/// What the call does after an attempt ended without the caller's answer.
+enum Step<R> {
+    /// Tries this destination next.
+    Next(PickHandle),
+    /// Waits for the attempt still in flight.
+    Wait,
+    /// Ends with this response.
+    Answer(Answer<R>),
+    /// Ends: nothing left to try.
+    Stop,
+}
+
+#[inline]
+fn answer<R>(attempt: Attempt, response: R, deadline: Option<Instant>) -> Answer<R> {
+    Answer {
+        response,
+        pick: attempt.into_pick(),
+        reported: false,
+        deadline,
+        timer: None,
+    }
+}
+
+/// A retryable status came back. If the call can go on (or another attempt is in flight), the
+/// response is reported and kept, in case nothing else answers; otherwise it is the answer.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn on_status<R, E>(
+    failover: &mut Failover<'_>,
+    attempt: Attempt,
+    response: R,
+    status: u16,
+    deadline: Option<Instant>,
+    other_in_flight: bool,
+    held: &mut Held<R>,
+    failures: &mut Vec<Failed<E>>,
+) -> Step<R> {
+    let destination = attempt.destination_arc();
+    let go_on = failover.failed(&destination, FailureKind::Status);
+    let next = if go_on && !other_in_flight {
+        failover.next()
+    } else {
+        None
+    };
+    if next.is_none() && !other_in_flight {
+        failover.answered();
+        return Step::Answer(answer(attempt, response, deadline));
+    }
+    let pick = attempt.answered(status);
+    failures.push(Failed {
+        destination,
+        why: Why::Status(status),
+    });
+    // A later status replaces an earlier one: the caller gets the last response.
+    *held = Some((
+        Answer {
+            response,
+            pick,
+            reported: true,
+            deadline,
+            timer: None,
+        },
+        failures.len() - 1,
+    ));
+    match next {
+        Some(next) => Step::Next(next),
+        None => Step::Wait,
+    }
+}
+
+/// An attempt failed before any response.
+#[cold]
+#[inline(never)]
+fn on_failure<R, E>(
+    failover: &mut Failover<'_>,
+    attempt: Attempt,
+    why: Why<E>,
+    kind: FailureKind,
+    other_in_flight: bool,
+    failures: &mut Vec<Failed<E>>,
+) -> Step<R> {
+    let destination = attempt.failed();
+    let go_on = failover.failed(&destination, kind);
+    failures.push(Failed { destination, why });
+    if other_in_flight {
+        return Step::Wait;
+    }
+    match go_on.then(|| failover.next()).flatten() {
+        Some(next) => Step::Next(next),
+        None => Step::Stop,
+    }
+}
+
+/// An attempt ran out of time before any response: a transport failure that had `had`.
+#[cold]
+#[inline(never)]
+fn on_timeout<R, E>(
+    failover: &mut Failover<'_>,
+    attempt: Attempt,
+    had: Duration,
+    other_in_flight: bool,
+    failures: &mut Vec<Failed<E>>,
+) -> Step<R> {
+    on_failure(
+        failover,
+        attempt,
+        Why::TimedOut(had),
+        FailureKind::TimedOut,
+        other_in_flight,
+        failures,
+    )
+}
+
+/// How long an attempt that started at `started` had until `deadline`.
+fn had(started: Instant, deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(started))
+}
+
+/// The call ends without a new answer: the kept status response if there is one (the caller
+/// gets the last response), else every failure.
+#[cold]
+fn without_answer<R, E>(
+    failover: &mut Failover<'_>,
+    held: Held<R>,
+    mut failures: Vec<Failed<E>>,
+) -> End<R, E> {
+    match held {
+        Some((answer, index)) => {
+            failures.remove(index);
+            failover.answered();
+            End::Answered(answer, failures)
+        }
+        None => End::Failed(failures),
+    }
+}
+
+type Bounded<'f, R, E> = Pin<Box<dyn Future<Output = Result<Result<R, E>, Elapsed>> + Send + 'f>>;
+
+/// The deadline passed first.
+#[derive(Debug)]
+pub(crate) struct Elapsed;
+
+/// `future`, unless `deadline` passes first.
+pub(crate) async fn bounded<F: Future>(future: F, deadline: Instant) -> Result<F::Output, Elapsed> {
+    race(future, std::pin::pin!(tokio::time::sleep_until(deadline))).await
+}
+
+/// `future`, unless `timer` fires first. What `tokio::time::timeout` does, without its
+/// cooperative-budget bookkeeping on every poll; the timer is polled (and so registered) only
+/// once the future has returned `Pending`.
+pub(crate) async fn race<F: Future>(
+    future: F,
+    mut timer: Pin<&mut Sleep>,
+) -> Result<F::Output, Elapsed> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// One attempt of a hedged call in flight.
+struct Running<'f, R, E> {
+    attempt: Attempt,
+    future: Bounded<'f, R, E>,
+    started: Instant,
+    deadline: Option<Instant>,
+}
+
+fn launch<'x, R, E, F, S>(
+    failover: &mut Failover<'_>,
+    send: &mut S,
+    pick: PickHandle,
+) -> Running<'x, R, E>
+where
+    R: Reply,
+    E: Failure,
+    F: Future<Output = Result<R, E>> + Send + 'x,
+    S: FnMut(&Destination, Option<Instant>) -> F + Send,
+{
+    let (started, deadline) = failover.attempt_deadline();
+    let attempt = Attempt::new(pick);
+    let future = send(attempt.destination(), deadline);
+    let future: Bounded<'x, R, E> = match deadline {
+        Some(at) => Box::pin(bounded(future, at)),
+        None => Box::pin(async move { Ok(future.await) }),
+    };
+    Running {
+        attempt,
+        future,
+        started,
+        deadline,
+    }
+}
+
+/// What woke the hedged loop.
+enum Event<R, E> {
+    Done(usize, Result<Result<R, E>, Elapsed>),
+    HedgeDue,
+}
+
+/// The loop of a call that may hedge: at most two attempts in flight; the first answer wins and
+/// the other attempt is dropped, which reports it `Cancelled`.
+async fn drive_hedged<'x, R, E, F, S>(
+    failover: &mut Failover<'_>,
+    pick: PickHandle,
+    send: &mut S,
+) -> End<R, E>
+where
+    R: Reply,
+    E: Failure,
+    F: Future<Output = Result<R, E>> + Send + 'x,
+    S: FnMut(&Destination, Option<Instant>) -> F + Send,
+{
+    let mut failures = Vec::new();
+    let mut held: Held<R> = None;
+    let mut slots: [Option<Running<'x, R, E>>; 2] = [None, None];
+    slots[0] = Some(launch(failover, send, pick));
+    let mut hedge_timer: Option<Pin<Box<Sleep>>> = failover
+        .hedge_delay()
+        .map(|delay| Box::pin(tokio::time::sleep(delay)));
+    let mut hedged = false;
+    loop {
+        let event = std::future::poll_fn(|cx| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if let Some(running) = slot {
+                    if let Poll::Ready(result) = running.future.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Done(i, result));
+                    }
+                }
+            }
+            if let Some(timer) = &mut hedge_timer {
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::HedgeDue);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let (i, result) = match event {
+            Event::HedgeDue => {
+                hedge_timer = None;
+                hedged = true;
+                let busy = match (&slots[0], &slots[1]) {
+                    (Some(running), None) => Some((1, running.attempt.destination_arc())),
+                    (None, Some(running)) => Some((0, running.attempt.destination_arc())),
+                    _ => None,
+                };
+                if let Some((free, running)) = busy {
+                    if let Some(pick) = failover.hedge(&running) {
+                        slots[free] = Some(launch(failover, send, pick));
+                    }
+                }
+                continue;
+            }
+            Event::Done(i, result) => (i, result),
+        };
+        let Some(running) = slots[i].take() else {
+            continue;
+        };
+        let other_in_flight = slots[1 - i].is_some();
+        let step = match result {
+            Ok(Ok(response)) => {
+                let status = response.status();
+                if !failover.retries_status(status) || response.retry_after() {
+                    failover.record_latency(running.started.elapsed());
+                    // The other attempt, if any, lost: dropping it reports it cancelled.
+                    slots[1 - i] = None;
+                    failover.answered();
+                    return End::Answered(
+                        answer(running.attempt, response, running.deadline),
+                        failures,
+                    );
+                }
+                on_status(
+                    failover,
+                    running.attempt,
+                    response,
+                    status,
+                    running.deadline,
+                    other_in_flight,
+                    &mut held,
+                    &mut failures,
+                )
+            }
+            Ok(Err(error)) => {
+                let kind = error.kind();
+                on_failure(
+                    failover,
+                    running.attempt,
+                    Why::Error(error),
+                    kind,
+                    other_in_flight,
+                    &mut failures,
+                )
+            }
+            Err(_) => on_timeout(
+                failover,
+                running.attempt,
+                had(running.started, running.deadline),
+                other_in_flight,
+                &mut failures,
+            ),
+        };
+        match step {
+            Step::Next(next) => {
+                slots[i] = Some(launch(failover, send, next));
+                if !hedged && hedge_timer.is_none() {
+                    hedge_timer = failover
+                        .hedge_delay()
+                        .map(|delay| Box::pin(tokio::time::sleep(delay)));
+                }
+            }
+            Step::Wait => {}
+            Step::Answer(answer) => return End::Answered(answer, failures),
+            Step::Stop => return without_answer(failover, held, failures),
+        }
+    }
+}
