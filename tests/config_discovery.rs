@@ -151,12 +151,12 @@ fn unknown_types_and_a_missing_type_are_errors_listing_the_known_ones() {
     let errors = errors(r#"{"Clusters": {"c": {"Discovery": {"Type": "Zookeeper"}}}}"#);
     assert_eq!(
         errors,
-        ["Clusters:c:Discovery:Type: cluster `c`: discovery Type `Zookeeper` is not a known source (known: Dns, ResolveDestinations, Etcd, Consul)"]
+        ["Clusters:c:Discovery:Type: cluster `c`: discovery Type `Zookeeper` is not a known source (known: Dns, ResolveDestinations, Etcd, Consul, Kubernetes)"]
     );
     let errors = self::errors(r#"{"Clusters": {"c": {"Discovery": {"Name": "x.test"}}}}"#);
     assert_eq!(
         errors,
-        ["Clusters:c:Discovery:Type: cluster `c`: a discovery source needs a Type (one of: Dns, ResolveDestinations, Etcd, Consul)"]
+        ["Clusters:c:Discovery:Type: cluster `c`: a discovery source needs a Type (one of: Dns, ResolveDestinations, Etcd, Consul, Kubernetes)"]
     );
 }
 
@@ -244,6 +244,74 @@ fn every_bad_etcd_and_consul_value_is_named_at_once() {
         r.warnings
             .iter()
             .any(|w| w.path == "Clusters:pay:Discovery:3:Colour"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn kubernetes_sources_read_every_setting_and_name_every_bad_value() {
+    let config = Config::from_json(
+        r#"{"Clusters": {"web": {"Discovery": {"Type": "kubernetes", "Service": "web",
+            "Namespace": "shop", "PortName": "http", "Scheme": "HTTPS", "Context": "prod",
+            "Resync": "00:02:00", "IdleTimeout": "00:01:00", "LocalZone": "eu-west-1a"}}}}"#,
+    )
+    .expect("valid");
+    let source = &config.clusters()[0].discovery_sources()[0];
+    assert_eq!(source.source_name(), "kubernetes");
+    let SourceConfig::Kubernetes(k) = source.source() else {
+        panic!("{source:?}")
+    };
+    assert_eq!(k.service(), "web");
+    assert_eq!(k.namespace_setting(), Some("shop"));
+    assert_eq!(k.port_name_setting(), Some("http"));
+    assert_eq!(k.url_scheme(), "https");
+    assert_eq!(k.context_setting(), Some("prod"));
+    assert_eq!(k.resync_period(), Duration::from_secs(120));
+    assert_eq!(k.watch_idle_timeout(), Duration::from_secs(60));
+    assert_eq!(k.local_zone_setting(), Some("eu-west-1a"));
+    assert_eq!(source.source().target(), "service shop/web:http");
+
+    let defaults = Config::from_json(
+        r#"{"Clusters": {"web": {"Discovery": {"Type": "Kubernetes", "Service": "web"}}}}"#,
+    )
+    .expect("valid");
+    let SourceConfig::Kubernetes(k) = defaults.clusters()[0].discovery_sources()[0].source() else {
+        panic!("kubernetes")
+    };
+    assert_eq!(
+        (k.namespace_setting(), k.port_name_setting(), k.url_scheme()),
+        (None, None, "http")
+    );
+    assert_eq!(k.resync_period(), Duration::from_secs(600));
+    assert_eq!(k.watch_idle_timeout(), Duration::from_secs(300));
+
+    let r = report(
+        r#"{"Clusters": {"web": {"Discovery": [
+            {"Type": "Kubernetes", "Service": "Web_App", "Namespace": "a/b", "Scheme": "gopher",
+             "Resync": "00:00:00.5", "IdleTimeout": "00:00:05", "Colour": "blue"},
+            {"Type": "Kubernetes", "Source": "k2"}
+        ]}}}"#,
+    );
+    let errors: Vec<String> = r.errors.iter().map(|d| d.to_string()).collect();
+    for needle in [
+        "Clusters:web:Discovery:0:Service: cluster `web`: Service `Web_App` is not a Kubernetes Service name",
+        "Clusters:web:Discovery:0:Namespace: cluster `web`: Namespace `a/b` is not a Kubernetes namespace name",
+        "Clusters:web:Discovery:0:Scheme: cluster `web`: Scheme `gopher` is not http or https",
+        "Clusters:web:Discovery:0:Resync: cluster `web`: Resync (500 ms) is under 1 s",
+        "Clusters:web:Discovery:0:IdleTimeout: cluster `web`: IdleTimeout (5000 ms) is under 6 s",
+        "Clusters:web:Discovery:1:Service: cluster `web`: a Kubernetes source needs the Service",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(needle)),
+            "missing {needle}\nin {errors:#?}"
+        );
+    }
+    assert_eq!(errors.len(), 6, "{errors:#?}");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.path == "Clusters:web:Discovery:0:Colour"),
         "{:?}",
         r.warnings
     );

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use super::source_consul::ConsulSourceConfig;
 use super::source_etcd::EtcdSourceConfig;
+use super::source_kubernetes::KubernetesSourceConfig;
 
 /// One discovery source of a cluster, as configured.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +44,9 @@ pub enum SourceConfig {
     Etcd(EtcdSourceConfig),
     /// A Consul service's instances, through blocking queries (feature `consul`).
     Consul(ConsulSourceConfig),
+    /// A Kubernetes Service's endpoints, from its EndpointSlices, watched (feature
+    /// `kubernetes`).
+    Kubernetes(KubernetesSourceConfig),
 }
 
 /// Which DNS records a [`SourceConfig::Dns`] source reads.
@@ -278,6 +282,7 @@ impl SourceConfig {
             SourceConfig::ResolveDestinations(_) => "ResolveDestinations",
             SourceConfig::Etcd(_) => "Etcd",
             SourceConfig::Consul(_) => "Consul",
+            SourceConfig::Kubernetes(_) => "Kubernetes",
         }
     }
 
@@ -287,6 +292,7 @@ impl SourceConfig {
             SourceConfig::Dns(_) | SourceConfig::ResolveDestinations(_) => "dns",
             SourceConfig::Etcd(_) => "etcd",
             SourceConfig::Consul(_) => "consul",
+            SourceConfig::Kubernetes(_) => "kubernetes",
         }
     }
 
@@ -315,6 +321,7 @@ impl SourceConfig {
                 }
                 target
             }
+            SourceConfig::Kubernetes(kubernetes) => format!("service {}", kubernetes.target()),
         }
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod read;
 pub(crate) mod read_discovery;
 pub(crate) mod source_consul;
 pub(crate) mod source_etcd;
+pub(crate) mod source_kubernetes;
 pub mod timespan;
 pub(crate) mod tree;
 pub(crate) mod validate;
@@ -36,4 +37,5 @@ pub use model::{
 };
 pub use source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 pub use source_etcd::EtcdSourceConfig;
+pub use source_kubernetes::KubernetesSourceConfig;
 pub use timespan::{parse_timespan, TimeSpan, TimeSpanError};

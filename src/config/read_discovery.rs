@@ -14,11 +14,12 @@ use super::discovery::{
 use super::metadata::parse_number;
 use super::source_consul::ConsulSourceConfig;
 use super::source_etcd::EtcdSourceConfig;
+use super::source_kubernetes::KubernetesSourceConfig;
 use super::tree::{join, Node, Reader};
 use crate::ids::eq_ignore_case;
 
 /// The source types a `Discovery` section may name.
-const TYPES: &[&str] = &["Dns", "ResolveDestinations", "Etcd", "Consul"];
+const TYPES: &[&str] = &["Dns", "ResolveDestinations", "Etcd", "Consul", "Kubernetes"];
 
 /// The keys every source takes, and those of each type.
 const COMMON_KEYS: &[&str] = &[
@@ -33,6 +34,16 @@ const COMMON_KEYS: &[&str] = &[
 const DNS_KEYS: &[&str] = &["Name", "Record", "Port", "Scheme", "Servers", "Timeout"];
 const RESOLVE_KEYS: &[&str] = &["Servers", "Timeout"];
 const ETCD_KEYS: &[&str] = &["Endpoints", "Prefix", "Timeout"];
+const KUBERNETES_KEYS: &[&str] = &[
+    "Service",
+    "Namespace",
+    "PortName",
+    "Scheme",
+    "Context",
+    "Resync",
+    "IdleTimeout",
+    "LocalZone",
+];
 const CONSUL_KEYS: &[&str] = &[
     "Service",
     "Address",
@@ -106,6 +117,9 @@ fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<Discover
     } else if eq_ignore_case(kind.trim(), "Consul") {
         warn_unknown_keys(r, node, at, &[COMMON_KEYS, CONSUL_KEYS]);
         read_consul(r, node, at).map(SourceConfig::Consul)
+    } else if eq_ignore_case(kind.trim(), "Kubernetes") {
+        warn_unknown_keys(r, node, at, &[COMMON_KEYS, KUBERNETES_KEYS]);
+        read_kubernetes(r, node, at).map(SourceConfig::Kubernetes)
     } else {
         r.diags.error(
             r.place.path(&join(at, "Type")),
@@ -256,6 +270,104 @@ fn read_etcd(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<EtcdSource
         config.timeout = timeout;
     }
     Some(config)
+}
+
+fn read_kubernetes(
+    r: &mut Reader<'_, '_>,
+    node: &Node,
+    at: &str,
+) -> Option<KubernetesSourceConfig> {
+    let service = r.text(node, at, "Service").map(|s| s.trim().to_string());
+    let service = match service {
+        Some(name) if is_dns_label(&name) => Some(name),
+        Some(name) => {
+            r.diags.error(
+                r.place.path(&join(at, "Service")),
+                r.place.message(format!(
+                    "Service `{name}` is not a Kubernetes Service name (a DNS label: lower-case letters, digits and `-`, at most 63)"
+                )),
+            );
+            None
+        }
+        None => {
+            r.diags.error(
+                r.place.path(&join(at, "Service")),
+                r.place
+                    .message("a Kubernetes source needs the Service whose EndpointSlices it reads"),
+            );
+            None
+        }
+    };
+    let namespace = r.text(node, at, "Namespace").map(|s| s.trim().to_string());
+    if let Some(ns) = namespace.as_deref().filter(|ns| !is_dns_label(ns)) {
+        r.diags.error(
+            r.place.path(&join(at, "Namespace")),
+            r.place.message(format!(
+                "Namespace `{ns}` is not a Kubernetes namespace name (a DNS label)"
+            )),
+        );
+    }
+    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
+    if !["http", "https"]
+        .iter()
+        .any(|s| eq_ignore_case(s, scheme.trim()))
+    {
+        r.diags.error(
+            r.place.path(&join(at, "Scheme")),
+            r.place
+                .message(format!("Scheme `{scheme}` is not http or https")),
+        );
+    }
+    let resync = r.positive_duration(node, at, "Resync", true);
+    if let Some(every) = resync.filter(|d| *d < Duration::from_secs(1)) {
+        r.diags.error(
+            r.place.path(&join(at, "Resync")),
+            r.place.message(format!(
+                "Resync ({} ms) is under 1 s: the slices would be listed again and again",
+                every.as_millis()
+            )),
+        );
+    }
+    let idle = r.positive_duration(node, at, "IdleTimeout", true);
+    if let Some(idle) = idle.filter(|d| *d < Duration::from_secs(6)) {
+        r.diags.error(
+            r.place.path(&join(at, "IdleTimeout")),
+            r.place.message(format!(
+                "IdleTimeout ({} ms) is under 6 s (the API server is asked to end a watch 5 s before it)",
+                idle.as_millis()
+            )),
+        );
+    }
+    let mut config = KubernetesSourceConfig::new(service?);
+    config.namespace = namespace;
+    config.port_name = r
+        .text(node, at, "PortName")
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    config.scheme = scheme.trim().to_ascii_lowercase();
+    config.context = r.text(node, at, "Context").filter(|c| !c.trim().is_empty());
+    config.local_zone = r
+        .text(node, at, "LocalZone")
+        .map(|z| z.trim().to_string())
+        .filter(|z| !z.is_empty());
+    if let Some(resync) = resync {
+        config.resync = resync;
+    }
+    if let Some(idle) = idle {
+        config.idle_timeout = idle;
+    }
+    Some(config)
+}
+
+/// A DNS label as Kubernetes names Services and namespaces (RFC 1123).
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn read_consul(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<ConsulSourceConfig> {

@@ -157,6 +157,7 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
             "dns" => cfg!(feature = "dns"),
             "etcd" => cfg!(feature = "etcd"),
             "consul" => cfg!(feature = "consul"),
+            "kubernetes" => cfg!(feature = "kubernetes"),
             _ => true,
         };
         if !compiled {

@@ -44,6 +44,9 @@ pub mod etcd;
 pub mod file;
 #[cfg(any(feature = "etcd", feature = "consul"))]
 pub(crate) mod http;
+#[cfg(feature = "kubernetes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kubernetes")))]
+pub mod kubernetes;
 pub(crate) mod runner;
 pub(crate) mod source;
 

@@ -16,6 +16,8 @@ use super::dns::{DnsSource, ResolveDestinations};
 use super::driver::{poll, SourceTask};
 #[cfg(feature = "etcd")]
 use super::etcd::source::EtcdSource;
+#[cfg(feature = "kubernetes")]
+use super::kubernetes::KubernetesSource;
 use super::source::PollSource;
 use crate::config::discovery::{DiscoveryConfig, RefreshBounds, SourceConfig};
 use crate::config::model::{ClusterConfig, DestinationConfig};
@@ -181,7 +183,12 @@ fn templates(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Vec<Destinati
 
 /// A source built from its configuration, ready to start.
 #[cfg_attr(
-    not(any(feature = "dns", feature = "etcd", feature = "consul")),
+    not(any(
+        feature = "dns",
+        feature = "etcd",
+        feature = "consul",
+        feature = "kubernetes"
+    )),
     allow(dead_code)
 )]
 pub(crate) enum Built {
@@ -203,7 +210,12 @@ impl Built {
 
 /// The source a configuration describes.
 #[cfg_attr(
-    not(all(feature = "dns", feature = "etcd", feature = "consul")),
+    not(all(
+        feature = "dns",
+        feature = "etcd",
+        feature = "consul",
+        feature = "kubernetes"
+    )),
     allow(unused_variables)
 )]
 pub(crate) fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result<Built, String> {
@@ -226,6 +238,14 @@ pub(crate) fn build(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Result
             let source = ConsulSource::new(consul)?;
             Ok(Built::Watch(Box::new(move |publisher, refresh| {
                 source.refresh(refresh).start(publisher)
+            })))
+        }
+        #[cfg(feature = "kubernetes")]
+        SourceConfig::Kubernetes(kubernetes) => {
+            KubernetesSource::check(kubernetes)?;
+            let config = kubernetes.clone();
+            Ok(Built::Watch(Box::new(move |publisher, refresh| {
+                KubernetesSource::start_from_config(config, refresh, publisher)
             })))
         }
         #[allow(unreachable_patterns)]

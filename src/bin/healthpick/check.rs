@@ -390,6 +390,16 @@ fn effective_source(source: &DiscoveryConfig) -> JsonSource {
             "scheme": consul.url_scheme(),
             "timeoutMs": millis(consul.call_timeout()),
         }),
+        SourceConfig::Kubernetes(kubernetes) => serde_json::json!({
+            "service": kubernetes.service(),
+            "namespace": kubernetes.namespace_setting(),
+            "portName": kubernetes.port_name_setting(),
+            "scheme": kubernetes.url_scheme(),
+            "context": kubernetes.context_setting(),
+            "resyncMs": millis(kubernetes.resync_period()),
+            "idleTimeoutMs": millis(kubernetes.watch_idle_timeout()),
+            "localZone": kubernetes.local_zone_setting(),
+        }),
         _ => serde_json::Value::Null,
     };
     let guard = source.guard_policy();
