@@ -90,7 +90,7 @@
 //! | health parts, probe results, request outcomes, reasons, the health payload | [`health`] |
 //! | active, passive and available-destinations policies; policies by name | [`policy`], [`PolicyRegistry`], [`EngineBuilder`] |
 //! | best group and the load-balancing policies | [`selection`] |
-//! | destinations from sources other than the configuration | [`Engine::set_destinations`], [`Endpoint`] |
+//! | destinations from sources other than the configuration: DNS, a watched file, etcd, Consul, Kubernetes, your own code | [`discovery`], [`Engine::set_destinations`], [`Endpoint`] |
 //! | when to probe | [`monitor`] ([`ActiveMonitor`]) |
 //! | what a probe sends and how its answer is judged | [`probe`] |
 //! | picks, reloads, status and events | [`Engine`], [`EngineStatus`], [`HealthEvent`] |
@@ -134,6 +134,10 @@
 //! | `axum` | no | `service::health_router`, ready-made axum health endpoints |
 //! | `cli` | no | the `healthpick` command-line tool (`check`, `watch`, `simulate`); turns on `file` |
 //! | `file` | no | `discovery::ConfigFile`: a YARP configuration file reloaded whenever it changes |
+//! | `dns` | no | `discovery::dns`: destinations from A/AAAA or SRV records, and YARP's per-destination DNS resolution (hickory) |
+//! | `etcd` | no | `discovery::etcd`: the keys under an etcd prefix, watched (etcd's JSON gateway), and `service::EtcdRegistration` |
+//! | `consul` | no | `discovery::consul`: a Consul service's instances through blocking queries |
+//! | `kubernetes` | no | `discovery::kubernetes`: a Service's EndpointSlices through kube's watcher; Rust 1.89, and your binary chooses k8s-openapi's version feature |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

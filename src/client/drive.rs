@@ -200,6 +200,13 @@ where
                     &mut failures,
                 )
             }
+            Ok(Err(error)) if past_deadline(&error, deadline) => on_timeout(
+                failover,
+                attempt,
+                had(started, deadline),
+                false,
+                &mut failures,
+            ),
             Ok(Err(error)) => {
                 let kind = error.kind();
                 on_failure(
@@ -340,6 +347,14 @@ fn on_timeout<R, E>(
         other_in_flight,
         failures,
     )
+}
+
+/// Whether `error` is the HTTP client's own timeout firing once the attempt's deadline had
+/// passed: the attempt ran out of its time, whichever timer the runtime woke first (the
+/// middleware sets reqwest's a moment past the deadline, and a busy runtime may poll that one
+/// first).
+fn past_deadline<E: Failure>(error: &E, deadline: Option<Instant>) -> bool {
+    error.kind() == FailureKind::TimedOut && deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// How long an attempt that started at `started` had until `deadline`.
@@ -520,6 +535,13 @@ where
                     &mut failures,
                 )
             }
+            Ok(Err(error)) if past_deadline(&error, running.deadline) => on_timeout(
+                failover,
+                running.attempt,
+                had(running.started, running.deadline),
+                other_in_flight,
+                &mut failures,
+            ),
             Ok(Err(error)) => {
                 let kind = error.kind();
                 on_failure(

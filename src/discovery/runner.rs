@@ -17,7 +17,7 @@ use super::driver::{poll, SourceTask};
 #[cfg(feature = "etcd")]
 use super::etcd::source::EtcdSource;
 #[cfg(feature = "kubernetes")]
-use super::kubernetes::KubernetesSource;
+use super::kubernetes::source::KubernetesSource;
 use super::source::PollSource;
 use crate::config::discovery::{DiscoveryConfig, RefreshBounds, SourceConfig};
 use crate::config::model::{ClusterConfig, DestinationConfig};

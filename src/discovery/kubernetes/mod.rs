@@ -8,6 +8,6 @@
 //! `v1_*` features, or `K8S_OPENAPI_ENABLED_VERSION`); healthpick works with all of them.
 
 mod slices;
-mod source;
+pub(crate) mod source;
 
 pub use source::{KubernetesSource, SERVICE_NAME_LABEL};
