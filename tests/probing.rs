@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,6 @@ use healthpick::monitor::ActiveMonitor;
 use healthpick::probe::{
     DefaultProbeRequestFactory, ProbeRequest, ProbeRequestFactory, PROBE_USER_AGENT,
 };
-use healthpick::service::{health_router, Draining};
 use healthpick::{Destination, Engine, HealthClass, HealthState, ReportedHealth};
 use reqwest::header::HeaderValue;
 use tokio::time::Instant;
@@ -28,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use support::backend::Backend;
 use support::{
-    destination, eventually, http_client, next_round, refused_port, within, HttpServer, RawServer,
-    Recorder, Reply,
+    destination, eventually, next_round, refused_port, within, HttpServer, RawServer, Recorder,
+    Reply,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -984,121 +983,128 @@ async fn ready_resolves_for_an_active_cluster_without_destinations() {
 }
 
 // ---- draining end to end ---------------------------------------------------------------------
+#[cfg(feature = "axum")]
+mod draining {
+    use super::*;
+    use healthpick::service::{health_router, Draining};
+    use std::sync::atomic::AtomicBool;
+    use support::http_client;
 
-struct Service {
-    draining: Draining,
-    url: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        self.task.abort();
+    struct Service {
+        draining: Draining,
+        url: String,
+        task: tokio::task::JoinHandle<()>,
     }
-}
 
-async fn start_service(name: &'static str) -> Service {
-    let draining = Draining::builder().delay(ms(2000)).hostname(name).build();
-    let app = axum::Router::new()
-        .route("/work", axum::routing::get(move || async move { name }))
-        .merge(health_router(draining.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Service {
-        draining,
-        url,
-        task,
+    impl Drop for Service {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
     }
-}
 
-#[tokio::test]
-async fn a_draining_service_stops_getting_picks_within_one_interval_and_no_request_fails() {
-    support::init_tracing();
-    const INTERVAL: Duration = Duration::from_millis(200);
-    let a = start_service("a").await;
-    let b = start_service("b").await;
-    let engine = Engine::new(
-        Config::new().cluster(
-            ClusterConfig::new("svc")
-                .load_balancing_policy("RoundRobin")
-                .active(
-                    ActiveHealthCheckConfig::enabled()
-                        .interval(INTERVAL)
-                        .timeout(ms(1000))
-                        .path("/api/systemstatus"),
-                )
-                .destination(DestinationConfig::new("a", a.url.clone()))
-                .destination(DestinationConfig::new("b", b.url.clone())),
-        ),
-    )
-    .unwrap();
-    let _monitor = ActiveMonitor::start(&engine);
-    within("the first round", DEADLINE, engine.ready()).await;
-    let client = http_client();
+    async fn start_service(name: &'static str) -> Service {
+        let draining = Draining::builder().delay(ms(2000)).hostname(name).build();
+        let app = axum::Router::new()
+            .route("/work", axum::routing::get(move || async move { name }))
+            .merge(health_router(draining.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Service {
+            draining,
+            url,
+            task,
+        }
+    }
 
-    // Traffic runs the whole time; every request must succeed.
-    let stop = Arc::new(AtomicBool::new(false));
-    let traffic = {
-        let (engine, client, stop) = (engine.clone(), client.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut log = Vec::new();
-            while !stop.load(Ordering::SeqCst) {
-                let pick = engine.pick_endpoint("svc").unwrap();
-                let id = pick.destination().id().to_string();
-                let url = pick.address().join("work").unwrap();
-                let response = client.get(url).send().await.expect("request failed");
-                assert_eq!(response.status(), 200, "request to {id} failed");
-                assert_eq!(response.text().await.unwrap(), id);
-                log.push((Instant::now(), id));
-                tokio::time::sleep(ms(5)).await;
-            }
-            log
+    #[tokio::test]
+    async fn a_draining_service_stops_getting_picks_within_one_interval_and_no_request_fails() {
+        support::init_tracing();
+        const INTERVAL: Duration = Duration::from_millis(200);
+        let a = start_service("a").await;
+        let b = start_service("b").await;
+        let engine = Engine::new(
+            Config::new().cluster(
+                ClusterConfig::new("svc")
+                    .load_balancing_policy("RoundRobin")
+                    .active(
+                        ActiveHealthCheckConfig::enabled()
+                            .interval(INTERVAL)
+                            .timeout(ms(1000))
+                            .path("/api/systemstatus"),
+                    )
+                    .destination(DestinationConfig::new("a", a.url.clone()))
+                    .destination(DestinationConfig::new("b", b.url.clone())),
+            ),
+        )
+        .unwrap();
+        let _monitor = ActiveMonitor::start(&engine);
+        within("the first round", DEADLINE, engine.ready()).await;
+        let client = http_client();
+
+        // Traffic runs the whole time; every request must succeed.
+        let stop = Arc::new(AtomicBool::new(false));
+        let traffic = {
+            let (engine, client, stop) = (engine.clone(), client.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut log = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let pick = engine.pick_endpoint("svc").unwrap();
+                    let id = pick.destination().id().to_string();
+                    let url = pick.address().join("work").unwrap();
+                    let response = client.get(url).send().await.expect("request failed");
+                    assert_eq!(response.status(), 200, "request to {id} failed");
+                    assert_eq!(response.text().await.unwrap(), id);
+                    log.push((Instant::now(), id));
+                    tokio::time::sleep(ms(5)).await;
+                }
+                log
+            })
+        };
+        eventually("traffic to both", DEADLINE, || {
+            let s = engine.status();
+            let c = s.cluster("svc").unwrap();
+            (c.destinations.iter().all(|d| d.in_best_group)).then_some(())
         })
-    };
-    eventually("traffic to both", DEADLINE, || {
-        let s = engine.status();
-        let c = s.cluster("svc").unwrap();
-        (c.destinations.iter().all(|d| d.in_best_group)).then_some(())
-    })
-    .await;
-    tokio::time::sleep(ms(100)).await;
+        .await;
+        tokio::time::sleep(ms(100)).await;
 
-    let drain_started = Instant::now();
-    a.draining.start();
-    eventually("a out of the best group", DEADLINE, || {
+        let drain_started = Instant::now();
+        a.draining.start();
+        eventually("a out of the best group", DEADLINE, || {
+            let d = destination(&engine, "svc", "a");
+            (!d.in_best_group).then_some(())
+        })
+        .await;
+        let noticed = drain_started.elapsed();
+        // Worst case: a round had just started; the next starts one interval after it ended.
+        assert!(
+            noticed < INTERVAL + ms(300),
+            "callers noticed the draining service after {noticed:?}"
+        );
         let d = destination(&engine, "svc", "a");
-        (!d.in_best_group).then_some(())
-    })
-    .await;
-    let noticed = drain_started.elapsed();
-    // Worst case: a round had just started; the next starts one interval after it ended.
-    assert!(
-        noticed < INTERVAL + ms(300),
-        "callers noticed the draining service after {noticed:?}"
-    );
-    let d = destination(&engine, "svc", "a");
-    assert_eq!(d.reported, Some(ReportedHealth::Degraded));
-    assert_eq!(d.active, HealthState::Healthy);
-    let switched = Instant::now();
-    tokio::time::sleep(ms(300)).await;
-    stop.store(true, Ordering::SeqCst);
-    let log = within("traffic", DEADLINE, traffic).await.unwrap();
+        assert_eq!(d.reported, Some(ReportedHealth::Degraded));
+        assert_eq!(d.active, HealthState::Healthy);
+        let switched = Instant::now();
+        tokio::time::sleep(ms(300)).await;
+        stop.store(true, Ordering::SeqCst);
+        let log = within("traffic", DEADLINE, traffic).await.unwrap();
 
-    let before: Vec<_> = log.iter().filter(|(t, _)| *t < drain_started).collect();
-    assert!(before.iter().any(|(_, id)| id == "a") && before.iter().any(|(_, id)| id == "b"));
-    let after: Vec<_> = log.iter().filter(|(t, _)| *t > switched).collect();
-    assert!(after.len() >= 10, "{}", after.len());
-    assert!(
-        after.iter().all(|(_, id)| id == "b"),
-        "picks still went to the draining service"
-    );
-    // The draining service still answers.
-    let still = client.get(format!("{}work", a.url)).send().await.unwrap();
-    assert_eq!(still.status(), 200);
-    assert!(a.draining.is_draining());
+        let before: Vec<_> = log.iter().filter(|(t, _)| *t < drain_started).collect();
+        assert!(before.iter().any(|(_, id)| id == "a") && before.iter().any(|(_, id)| id == "b"));
+        let after: Vec<_> = log.iter().filter(|(t, _)| *t > switched).collect();
+        assert!(after.len() >= 10, "{}", after.len());
+        assert!(
+            after.iter().all(|(_, id)| id == "b"),
+            "picks still went to the draining service"
+        );
+        // The draining service still answers.
+        let still = client.get(format!("{}work", a.url)).send().await.unwrap();
+        assert_eq!(still.status(), 200);
+        assert!(a.draining.is_draining());
+    }
 }
 
 // ---- scale -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use url::Url;
 
-/// Settings of an etcd source: every key under [`prefix`](Self::prefix) is one destination
+/// Settings of an etcd source: every key under [`key_prefix`](Self::key_prefix) is one destination
 /// (its id the rest of the key, its value a YARP destination object).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdSourceConfig {

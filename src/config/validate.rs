@@ -142,6 +142,14 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
     }
 }
 
+/// The cargo features of discovery sources, and whether this build has each.
+const COMPILED_SOURCES: &[(&str, bool)] = &[
+    ("dns", cfg!(feature = "dns")),
+    ("etcd", cfg!(feature = "etcd")),
+    ("consul", cfg!(feature = "consul")),
+    ("kubernetes", cfg!(feature = "kubernetes")),
+];
+
 /// Discovery sources: compiled in, and named uniquely within the cluster.
 fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagnostics) {
     let many = cluster.discovery.len() > 1;
@@ -153,13 +161,10 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
             "Discovery".to_string()
         };
         let feature = source.source().feature();
-        let compiled = match feature {
-            "dns" => cfg!(feature = "dns"),
-            "etcd" => cfg!(feature = "etcd"),
-            "consul" => cfg!(feature = "consul"),
-            "kubernetes" => cfg!(feature = "kubernetes"),
-            _ => true,
-        };
+        let compiled = COMPILED_SOURCES
+            .iter()
+            .find(|(name, _)| *name == feature)
+            .is_none_or(|(_, compiled)| *compiled);
         if !compiled {
             diags.error(
                 place.path(&format!("{at}:Type")),
