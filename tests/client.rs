@@ -1496,6 +1496,38 @@ async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
     );
 }
 
+/// The same with the request's own attempt timeout and the default call timeout (30 s): the
+/// warm-up wait is bounded by the request's timeout too, not only by the call's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_pick_waits_for_probes_no_longer_than_the_request_timeout() {
+    let hang = RawServer::start(Mode::Hang).await;
+    let engine = Engine::from_json(&format!(
+        r#"{{ "Clusters": {{ "c": {{
+            "HealthCheck": {{ "Active": {{ "Enabled": true, "Interval": "00:01:00",
+                                           "Timeout": "00:00:05", "Path": "/health" }} }},
+            "Destinations": {{ {} }} }} }} }}"#,
+        destinations(&[("only", hang.url(), 0)])
+    ))
+    .expect("config");
+    let _monitor = ActiveMonitor::start(&engine);
+    let client = HealthAwareClient::new(http_client(), engine.clone());
+    let started = Instant::now();
+    let err = client
+        .get("c", "/x")
+        .timeout(ms(300))
+        .send()
+        .await
+        .expect_err("nothing answers");
+    let took = started.elapsed();
+    // At most 300 ms of warm-up, then attempts of 300 ms: far from the 5 s probe timeout.
+    assert!(took < Duration::from_secs(2), "waited {took:?}");
+    assert!(err.is_timeout(), "{err}");
+    assert!(
+        !engine.first_round_done("c"),
+        "the probes are still running"
+    );
+}
+
 /// Reading a body is bounded by the attempt's deadline too: a server that sends the headers
 /// and then stalls gives a `BodyTimedOut` error, and passive checks count it as a transport
 /// failure.

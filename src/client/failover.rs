@@ -105,7 +105,13 @@ impl<'a> Failover<'a> {
                 (pick, timeout, begun)
             }
             None => {
-                let pick = Box::pin(warm_pick(engine, cluster, deadline)).await?;
+                let pick = Box::pin(warm_pick(
+                    engine,
+                    cluster,
+                    deadline,
+                    options.attempt_timeout,
+                ))
+                .await?;
                 (pick, engine.activity_timeout(cluster), Instant::now())
             }
         };
@@ -297,16 +303,18 @@ fn latencies(budget: &ClusterBudget) -> &Latencies {
 }
 
 /// The first pick of a cluster whose warm-up is running: waits for it (at most the probe
-/// timeout), but never past the call's deadline; at the deadline it picks as well as the probes
-/// finished so far allow.
+/// timeout), but never past the call's deadline nor longer than the request's own attempt
+/// timeout when it set one; then it picks as well as the probes finished so far allow.
 async fn warm_pick(
     engine: &Engine,
     cluster: &str,
     deadline: Option<Instant>,
+    request_timeout: Option<Duration>,
 ) -> Result<PickHandle, PickError> {
-    let max_wait = deadline.map_or(Duration::MAX, |d| {
+    let until_deadline = deadline.map_or(Duration::MAX, |d| {
         d.saturating_duration_since(Instant::now())
     });
+    let max_wait = request_timeout.map_or(until_deadline, |t| t.min(until_deadline));
     engine.pick_endpoint_ready_within(cluster, max_wait).await
 }
 
