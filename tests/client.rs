@@ -1464,11 +1464,12 @@ async fn the_call_timeout_bounds_every_attempt_together() {
     assert_eq!(hangs.iter().map(RawServer::accepts).sum::<u64>(), 1);
 }
 
-/// The first pick of a cluster with active checks waits for its first probe round, but never
-/// longer than the call may take: with probes that hang (probe timeout 5 s) a call with a
-/// 300 ms call timeout is over well before the probes are, with its attempt timed out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
+/// A call to the only destination of a cluster whose probes hang (probe timeout 5 s), sent
+/// while its first probes are still running, with `bound` applied to the request; how long it
+/// took and how it failed.
+async fn first_call_while_probes_hang(
+    bound: impl FnOnce(healthpick::RequestBuilder) -> healthpick::RequestBuilder,
+) -> (Duration, ClientError) {
     let hang = RawServer::start(Mode::Hang).await;
     let engine = Engine::from_json(&format!(
         r#"{{ "Clusters": {{ "c": {{
@@ -1481,51 +1482,36 @@ async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
     let _monitor = ActiveMonitor::start(&engine);
     let client = HealthAwareClient::new(http_client(), engine.clone());
     let started = Instant::now();
-    let err = client
-        .get("c", "/x")
-        .call_timeout(ms(300))
+    let err = bound(client.get("c", "/x"))
         .send()
         .await
         .expect_err("nothing answers");
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(2), "waited {took:?}");
-    assert!(err.is_timeout(), "{err}");
     assert!(
         !engine.first_round_done("c"),
         "the probes are still running"
     );
+    (took, err)
+}
+
+/// The first pick of a cluster with active checks waits for its first probe round, but never
+/// longer than the call may take: with probes that hang a call with a 300 ms call timeout is over
+/// well before the probes are, with its attempt timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_pick_waits_for_probes_no_longer_than_the_call_timeout() {
+    let (took, err) = first_call_while_probes_hang(|r| r.call_timeout(ms(300))).await;
+    assert!(took < Duration::from_secs(2), "waited {took:?}");
+    assert!(err.is_timeout(), "{err}");
 }
 
 /// The same with the request's own attempt timeout and the default call timeout (30 s): the
-/// warm-up wait is bounded by the request's timeout too, not only by the call's.
+/// warm-up wait is bounded by the request's timeout too (at most 300 ms of warm-up, then
+/// attempts of 300 ms: far from the 5 s probe timeout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_pick_waits_for_probes_no_longer_than_the_request_timeout() {
-    let hang = RawServer::start(Mode::Hang).await;
-    let engine = Engine::from_json(&format!(
-        r#"{{ "Clusters": {{ "c": {{
-            "HealthCheck": {{ "Active": {{ "Enabled": true, "Interval": "00:01:00",
-                                           "Timeout": "00:00:05", "Path": "/health" }} }},
-            "Destinations": {{ {} }} }} }} }}"#,
-        destinations(&[("only", hang.url(), 0)])
-    ))
-    .expect("config");
-    let _monitor = ActiveMonitor::start(&engine);
-    let client = HealthAwareClient::new(http_client(), engine.clone());
-    let started = Instant::now();
-    let err = client
-        .get("c", "/x")
-        .timeout(ms(300))
-        .send()
-        .await
-        .expect_err("nothing answers");
-    let took = started.elapsed();
-    // At most 300 ms of warm-up, then attempts of 300 ms: far from the 5 s probe timeout.
+    let (took, err) = first_call_while_probes_hang(|r| r.timeout(ms(300))).await;
     assert!(took < Duration::from_secs(2), "waited {took:?}");
     assert!(err.is_timeout(), "{err}");
-    assert!(
-        !engine.first_round_done("c"),
-        "the probes are still running"
-    );
 }
 
 /// Reading a body is bounded by the attempt's deadline too: a server that sends the headers

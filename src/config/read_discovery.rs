@@ -214,17 +214,7 @@ fn read_dns(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<DnsSourceCo
                 .message("a Dns source of A/AAAA records needs the Port of its destinations"),
         );
     }
-    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
-    if !["http", "https"]
-        .iter()
-        .any(|s| eq_ignore_case(s, scheme.trim()))
-    {
-        r.diags.error(
-            r.place.path(&join(at, "Scheme")),
-            r.place
-                .message(format!("Scheme `{scheme}` is not http or https")),
-        );
-    }
+    let scheme = read_scheme(r, node, at);
     let servers = servers(r, node, at);
     let timeout = r
         .positive_duration(node, at, "Timeout", true)
@@ -233,7 +223,7 @@ fn read_dns(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<DnsSourceCo
         name: name?,
         record: record?,
         port,
-        scheme: scheme.trim().to_ascii_lowercase(),
+        scheme,
         servers,
         timeout,
     })
@@ -307,17 +297,7 @@ fn read_kubernetes(
             )),
         );
     }
-    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
-    if !["http", "https"]
-        .iter()
-        .any(|s| eq_ignore_case(s, scheme.trim()))
-    {
-        r.diags.error(
-            r.place.path(&join(at, "Scheme")),
-            r.place
-                .message(format!("Scheme `{scheme}` is not http or https")),
-        );
-    }
+    let scheme = read_scheme(r, node, at);
     let resync = r.positive_duration(node, at, "Resync", true);
     if let Some(every) = resync.filter(|d| *d < Duration::from_secs(1)) {
         r.diags.error(
@@ -344,7 +324,7 @@ fn read_kubernetes(
         .text(node, at, "PortName")
         .map(|p| p.trim().to_string())
         .filter(|p| !p.is_empty());
-    config.scheme = scheme.trim().to_ascii_lowercase();
+    config.scheme = scheme;
     config.context = r.text(node, at, "Context").filter(|c| !c.trim().is_empty());
     config.local_zone = r
         .text(node, at, "LocalZone")
@@ -357,6 +337,22 @@ fn read_kubernetes(
         config.idle_timeout = idle;
     }
     Some(config)
+}
+
+/// The `Scheme` of the destinations a source names: `http` (default) or `https`, lower-cased; a
+/// bad one is an error (and `http` stands in for it).
+fn read_scheme(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> String {
+    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
+    let folded = scheme.trim().to_ascii_lowercase();
+    if folded == "http" || folded == "https" {
+        return folded;
+    }
+    r.diags.error(
+        r.place.path(&join(at, "Scheme")),
+        r.place
+            .message(format!("Scheme `{scheme}` is not http or https")),
+    );
+    "http".into()
 }
 
 /// A DNS label as Kubernetes names Services and namespaces (RFC 1123).
@@ -400,17 +396,7 @@ fn read_consul(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<ConsulSo
         }
     });
     let datacenters = strings(r, node, at, "Datacenters");
-    let scheme = r.text(node, at, "Scheme").unwrap_or_else(|| "http".into());
-    if !["http", "https"]
-        .iter()
-        .any(|s| eq_ignore_case(s, scheme.trim()))
-    {
-        r.diags.error(
-            r.place.path(&join(at, "Scheme")),
-            r.place
-                .message(format!("Scheme `{scheme}` is not http or https")),
-        );
-    }
+    let scheme = read_scheme(r, node, at);
     let wait = r.positive_duration(node, at, "Wait", true);
     if let Some(w) = wait {
         if w > Duration::from_secs(600) {
@@ -431,7 +417,7 @@ fn read_consul(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<ConsulSo
     config.datacenters = datacenters;
     config.tag = r.text(node, at, "Tag");
     config.token = r.text(node, at, "Token");
-    config.scheme = scheme.trim().to_ascii_lowercase();
+    config.scheme = scheme;
     if let Some(wait) = wait {
         config.wait = wait.min(Duration::from_secs(600));
     }
