@@ -325,6 +325,20 @@ async fn the_warm_up_never_waits_longer_than_the_callers_timeout() {
     );
 }
 
+/// A first pick of cluster `c` waiting for its warm-up, in a task: the id it picks.
+fn waiting_pick(engine: &Engine) -> tokio::task::JoinHandle<String> {
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        engine
+            .pick_endpoint_ready("c")
+            .await
+            .unwrap()
+            .destination()
+            .id()
+            .to_string()
+    })
+}
+
 /// The warm-up rule on the paused clock, with probe results handed in by hand (no I/O): the
 /// wait ends when the best tier that can still answer has a success; a tier whose every probe
 /// failed is skipped; with no answer it lasts the probe timeout, or the caller's timeout.
@@ -346,18 +360,7 @@ async fn the_warm_up_ends_when_the_best_tier_that_can_answer_has_a_success() {
 
     // Tier 1 answers first: still waiting for tier 0. Tier 0's first success ends the wait.
     let engine = Engine::new(config()).unwrap();
-    let waiting = tokio::spawn({
-        let engine = engine.clone();
-        async move {
-            engine
-                .pick_endpoint_ready("c")
-                .await
-                .unwrap()
-                .destination()
-                .id()
-                .to_string()
-        }
-    });
+    let waiting = waiting_pick(&engine);
     settle().await;
     engine
         .report_probe_results("c", &[ProbeResult::status("r", 200)])
@@ -380,18 +383,7 @@ async fn the_warm_up_ends_when_the_best_tier_that_can_answer_has_a_success() {
 
     // Every tier-0 probe failed: the remote tier's success ends it.
     let engine = Engine::new(config()).unwrap();
-    let waiting = tokio::spawn({
-        let engine = engine.clone();
-        async move {
-            engine
-                .pick_endpoint_ready("c")
-                .await
-                .unwrap()
-                .destination()
-                .id()
-                .to_string()
-        }
-    });
+    let waiting = waiting_pick(&engine);
     settle().await;
     engine
         .report_probe_results(
