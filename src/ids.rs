@@ -73,6 +73,18 @@ fn fold_char(c: char) -> char {
     }
 }
 
+/// Whether a URL host looks like a cluster id rather than a name for DNS: one label, no dots,
+/// not `localhost`, not an IP address (`[::1]` included). The middleware's and the tower
+/// layer's strict routing refuse such a host when it names no cluster.
+#[cfg(any(feature = "middleware", feature = "tower"))]
+pub(crate) fn looks_like_cluster_id(host: &str) -> bool {
+    !host.is_empty()
+        && !host.contains('.')
+        && !host.contains(':')
+        && !host.starts_with('[')
+        && !host.eq_ignore_ascii_case("localhost")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +116,24 @@ mod tests {
         assert_eq!(cmp_ignore_case("alpha", "Beta"), Ordering::Less);
         assert_eq!(cmp_ignore_case("ALPHA", "alpha"), Ordering::Equal);
         assert_eq!(cmp_ignore_case("Ωmega", "ωmega"), Ordering::Equal);
+    }
+
+    #[cfg(any(feature = "middleware", feature = "tower"))]
+    #[test]
+    fn cluster_like_hosts() {
+        for host in ["payments", "paymnts", "orders-eu", "c"] {
+            assert!(looks_like_cluster_id(host), "{host}");
+        }
+        for host in [
+            "payments.internal",
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "[::1]",
+            "10.0.0.1",
+            "",
+        ] {
+            assert!(!looks_like_cluster_id(host), "{host}");
+        }
     }
 }

@@ -182,6 +182,8 @@ pub mod middleware;
 pub mod monitor;
 pub mod probe;
 pub mod service;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 // Tools.
 pub mod simulate;

@@ -51,26 +51,13 @@ use crate::destination::Destination;
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
+use crate::ids::looks_like_cluster_id;
 use crate::uri::request_url;
 
 /// How much later than an attempt's deadline reqwest's own timeout of the attempt fires.
 const BODY_SLACK: Duration = Duration::from_millis(5);
 
-/// Marks a request as safe to retry even though its method is not idempotent: insert it into
-/// the request's extensions (`.with_extension(Retryable)`).
-#[derive(Debug, Clone, Copy)]
-pub struct Retryable;
-
-/// Bounds one request's whole call (every attempt, retry and hedge), replacing the
-/// middleware's call timeout: `.with_extension(CallTimeout(Duration::from_secs(5)))`. The
-/// attempt timeout of one request is reqwest's own `RequestBuilder::timeout`.
-#[derive(Debug, Clone, Copy)]
-pub struct CallTimeout(pub Duration);
-
-/// Turns hedging off for one request (`.with_extension(NoHedging)`); a [`Hedging`] extension
-/// turns it on or changes it.
-#[derive(Debug, Clone, Copy)]
-pub struct NoHedging;
+pub use crate::client::extensions::{CallTimeout, NoHedging, Retryable};
 
 /// Routes `http://<cluster-id>/path` through the engine.
 ///
@@ -194,16 +181,6 @@ pub fn client_error(error: &reqwest_middleware::Error) -> Option<&ClientError> {
         reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<ClientError>(),
         reqwest_middleware::Error::Reqwest(_) => None,
     }
-}
-
-/// Whether a URL host looks like a cluster id rather than a name for DNS: one label, no dots,
-/// not `localhost`, not an IP address (`[::1]` included).
-fn looks_like_cluster_id(host: &str) -> bool {
-    !host.is_empty()
-        && !host.contains('.')
-        && !host.contains(':')
-        && !host.starts_with('[')
-        && !host.eq_ignore_ascii_case("localhost")
 }
 
 fn middleware_error(error: ClientError) -> reqwest_middleware::Error {
@@ -339,29 +316,6 @@ impl Middleware for HealthPickMiddleware {
                 cluster,
                 attempts: attempt_failures(failed, &path),
             })),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::looks_like_cluster_id;
-
-    #[test]
-    fn cluster_like_hosts() {
-        for host in ["payments", "paymnts", "orders-eu", "c"] {
-            assert!(looks_like_cluster_id(host), "{host}");
-        }
-        for host in [
-            "payments.internal",
-            "localhost",
-            "LOCALHOST",
-            "127.0.0.1",
-            "[::1]",
-            "10.0.0.1",
-            "",
-        ] {
-            assert!(!looks_like_cluster_id(host), "{host}");
         }
     }
 }

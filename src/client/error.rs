@@ -34,12 +34,19 @@ pub enum AttemptError {
     Status(StatusCode),
     /// Another middleware of a `reqwest-middleware` stack failed (the middleware only).
     Middleware(Box<dyn std::error::Error + Send + Sync>),
+    /// The inner service of the tower layer failed (the tower layer only): a hyper-util or
+    /// tonic transport error, or whatever the stack below the layer returned.
+    Service(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl AttemptError {
     /// True when no connection was made (nothing was sent).
     pub fn is_connect(&self) -> bool {
-        matches!(self, AttemptError::Transport(e) if e.is_connect())
+        match self {
+            AttemptError::Transport(e) => e.is_connect(),
+            AttemptError::Service(e) => not_connected(e.as_ref()),
+            _ => false,
+        }
     }
 
     /// True when the attempt ran out of time: healthpick's attempt timeout or reqwest's own.
@@ -74,9 +81,32 @@ impl std::fmt::Display for AttemptError {
             AttemptError::Transport(e) => f.write_str(&chain(e)),
             AttemptError::TimedOut(after) => write!(f, "no response within {after:?}"),
             AttemptError::Status(status) => write!(f, "answered {status}"),
-            AttemptError::Middleware(e) => f.write_str(&chain(e.as_ref())),
+            AttemptError::Middleware(e) | AttemptError::Service(e) => {
+                f.write_str(&chain(e.as_ref()))
+            }
         }
     }
+}
+
+/// Whether an error of an HTTP stack other than reqwest's says no connection was made: an I/O
+/// error in its source chain that only connecting can give (refused, unreachable, no local
+/// address). hyper-util's and tonic's connect errors carry one.
+pub(crate) fn not_connected(error: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::HostUnreachable
+                    | ErrorKind::NetworkUnreachable
+                    | ErrorKind::AddrNotAvailable
+            );
+        }
+        next = error.source();
+    }
+    false
 }
 
 impl From<reqwest::Error> for AttemptError {
@@ -89,7 +119,7 @@ impl std::error::Error for AttemptError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AttemptError::Transport(e) => Some(e),
-            AttemptError::Middleware(e) => Some(e.as_ref()),
+            AttemptError::Middleware(e) | AttemptError::Service(e) => Some(e.as_ref()),
             _ => None,
         }
     }

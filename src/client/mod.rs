@@ -21,6 +21,8 @@
 pub(crate) mod budget;
 pub(crate) mod drive;
 pub(crate) mod error;
+#[cfg(any(feature = "middleware", feature = "tower"))]
+pub(crate) mod extensions;
 pub(crate) mod failover;
 pub(crate) mod hedging;
 pub(crate) mod request;

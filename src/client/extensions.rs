@@ -1,0 +1,27 @@
+//! Per-request settings carried in a request's extensions, for the integrations that take a
+//! request they did not build: the `reqwest-middleware` middleware (`.with_extension(..)`) and
+//! the tower layer (`request.extensions_mut().insert(..)`). The wrapped client's
+//! [`RequestBuilder`](crate::RequestBuilder) has methods for the same settings instead.
+
+use std::time::Duration;
+
+/// Marks a request as safe to retry even though its method is not idempotent (a POST the
+/// service deduplicates, a gRPC call that is safe to repeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retryable;
+
+/// Bounds one request's whole call (every attempt, retry and hedge), replacing the call timeout
+/// of the middleware or layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTimeout(pub Duration);
+
+/// Bounds each attempt of one request until its response headers arrive, replacing the
+/// cluster's `HttpRequest:ActivityTimeout` and the layer's attempt timeout (the tower layer;
+/// through the middleware, reqwest's own `RequestBuilder::timeout` does this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptTimeout(pub Duration);
+
+/// Turns hedging off for one request; a [`Hedging`](crate::Hedging) extension turns it on or
+/// changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoHedging;
