@@ -92,7 +92,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = calls(&mut client, 20).await;
     println!("20 calls: {}", describe(&before));
-    if before.get("eu-1").copied().unwrap_or(0) == 0 || before.get("eu-2").copied().unwrap_or(0) == 0
+    if before.get("eu-1").copied().unwrap_or(0) == 0
+        || before.get("eu-2").copied().unwrap_or(0) == 0
     {
         return Err(format!("tonic should balance over both: {}", describe(&before)).into());
     }

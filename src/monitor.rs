@@ -29,6 +29,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::model::ClusterConfig;
 use crate::destination::{Destination, ProbeInFlight};
@@ -223,7 +224,25 @@ impl Prober {
     /// finished and returns the cluster's probing settings; `None` when the cluster is gone or has
     /// active checks disabled.
     pub async fn probe_now(&self, engine: &Engine, cluster: &str) -> Option<ProbeTargets> {
+        let span = tracing::debug_span!(
+            target: "healthpick",
+            "healthpick.probe_round",
+            healthpick.cluster = cluster,
+            healthpick.destinations = tracing::field::Empty,
+        );
+        self.probe_round(engine, cluster, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn probe_round(
+        &self,
+        engine: &Engine,
+        cluster: &str,
+        span: &tracing::Span,
+    ) -> Option<ProbeTargets> {
         let targets = engine.probe_targets(cluster)?;
+        span.record("healthpick.destinations", targets.destinations.len());
         let mut probes = JoinSet::new();
         for destination in &targets.destinations {
             if let Some(probe) = self.probe(&targets.cluster, destination, targets.probing.timeout)
@@ -274,13 +293,35 @@ impl Prober {
         let request = self.factory.create(config, destination);
         let semaphore = self.semaphore.clone();
         let id = destination.info().id.clone();
-        Some(async move {
-            let _in_flight = in_flight;
-            // The timeout starts once the probe may go: waiting for the bound is not the
-            // destination's fault.
-            let _permit = semaphore.acquire_owned().await;
-            probe::send(&client, id, request, timeout).await
-        })
+        // A child of the round's span when there is one (the probes of a round run in tasks of
+        // their own).
+        let span = tracing::debug_span!(
+            target: "healthpick",
+            "healthpick.probe",
+            healthpick.cluster = destination.cluster_id(),
+            healthpick.destination = &*id,
+            server.address = destination.address().host_str().unwrap_or_default(),
+            server.port = destination.address().port_or_known_default(),
+            healthpick.probe_result = tracing::field::Empty,
+        );
+        Some(
+            async move {
+                let _in_flight = in_flight;
+                // The timeout starts once the probe may go: waiting for the bound is not the
+                // destination's fault.
+                let _permit = semaphore.acquire_owned().await;
+                let result = probe::send(&client, id, request, timeout).await;
+                let span = tracing::Span::current();
+                if !span.is_disabled() {
+                    span.record(
+                        "healthpick.probe_result",
+                        tracing::field::display(result.describe()),
+                    );
+                }
+                result
+            }
+            .instrument(span),
+        )
     }
 
     fn log_failures(&self, cluster: &str, results: &[(Arc<Destination>, ProbeResult)]) {

@@ -105,7 +105,10 @@ async fn tonic_balance_channel_fed_by_the_stream_leaves_a_dead_server() {
             .expect("a change within 5 s")
             .unwrap()
     };
-    assert_eq!([next_handed().await, next_handed().await], ["+eu-1", "+eu-2"]);
+    assert_eq!(
+        [next_handed().await, next_handed().await],
+        ["+eu-1", "+eu-2"]
+    );
 
     let mut client = HealthClient::new(channel);
     let both = calls(&mut client, 30).await;

@@ -14,9 +14,11 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
+use tracing::Instrument;
 
 use super::failover::{Attempt, Failover};
 use super::retry::FailureKind;
+use super::span::{CallSpan, Resend};
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
 
@@ -148,7 +150,7 @@ type Held<R> = Option<(Answer<R>, usize)>;
 /// hedged call has two in flight.
 pub(crate) async fn drive<'x, R, E, F, S>(
     failover: &mut Failover<'_>,
-    mut pick: PickHandle,
+    pick: PickHandle,
     send: &mut S,
 ) -> End<R, E>
 where
@@ -157,15 +159,38 @@ where
     F: Future<Output = Result<R, E>> + Send + 'x,
     S: FnMut(&Destination, Option<Instant>) -> F + Send,
 {
+    let mut span = CallSpan::open(pick.destination());
+    let instrument = span.span();
     if failover.hedging().is_some() {
-        return Box::pin(drive_hedged(failover, pick, send)).await;
+        return Box::pin(drive_hedged(failover, pick, send, &mut span))
+            .instrument(instrument)
+            .await;
     }
+    drive_plain(failover, pick, send, &mut span)
+        .instrument(instrument)
+        .await
+}
+
+/// The loop of a call that does not hedge: one attempt at a time.
+async fn drive_plain<'x, R, E, F, S>(
+    failover: &mut Failover<'_>,
+    mut pick: PickHandle,
+    send: &mut S,
+    span: &mut CallSpan,
+) -> End<R, E>
+where
+    R: Reply,
+    E: Failure,
+    F: Future<Output = Result<R, E>> + Send + 'x,
+    S: FnMut(&Destination, Option<Instant>) -> F + Send,
+{
     let mut failures = Vec::new();
     let mut held: Held<R> = None;
     let mut timer: Option<CallTimer> = None;
     loop {
         let (started, deadline) = failover.attempt_deadline();
         let attempt = Attempt::new(pick);
+        span.attempt(attempt.destination(), failures.last().map(resend_after));
         let future = send(attempt.destination(), deadline);
         let result = match deadline {
             Some(at) => {
@@ -232,6 +257,15 @@ where
             // With one attempt at a time there is nothing to wait for.
             Step::Wait | Step::Stop => return without_answer(failover, held, failures),
         }
+    }
+}
+
+/// Why the attempt after `failed` is sent, for the call's span.
+fn resend_after<E: Failure>(failed: &Failed<E>) -> Resend {
+    match &failed.why {
+        Why::Error(error) => Resend::After(error.kind(), 0),
+        Why::TimedOut(_) => Resend::After(FailureKind::TimedOut, 0),
+        Why::Status(status) => Resend::After(FailureKind::Status, *status),
     }
 }
 
@@ -423,6 +457,8 @@ fn launch<'x, R, E, F, S>(
     failover: &mut Failover<'_>,
     send: &mut S,
     pick: PickHandle,
+    span: &mut CallSpan,
+    why: Option<Resend>,
 ) -> Running<'x, R, E>
 where
     R: Reply,
@@ -432,6 +468,7 @@ where
 {
     let (started, deadline) = failover.attempt_deadline();
     let attempt = Attempt::new(pick);
+    span.attempt(attempt.destination(), why);
     let future = send(attempt.destination(), deadline);
     let future: Bounded<'x, R, E> = match deadline {
         Some(at) => Box::pin(bounded(future, at)),
@@ -457,6 +494,7 @@ async fn drive_hedged<'x, R, E, F, S>(
     failover: &mut Failover<'_>,
     pick: PickHandle,
     send: &mut S,
+    span: &mut CallSpan,
 ) -> End<R, E>
 where
     R: Reply,
@@ -467,7 +505,7 @@ where
     let mut failures = Vec::new();
     let mut held: Held<R> = None;
     let mut slots: [Option<Running<'x, R, E>>; 2] = [None, None];
-    slots[0] = Some(launch(failover, send, pick));
+    slots[0] = Some(launch(failover, send, pick, span, None));
     let mut hedge_timer: Option<Pin<Box<Sleep>>> = failover
         .hedge_delay()
         .map(|delay| Box::pin(tokio::time::sleep(delay)));
@@ -500,7 +538,7 @@ where
                 };
                 if let Some((free, running)) = busy {
                     if let Some(pick) = failover.hedge(&running) {
-                        slots[free] = Some(launch(failover, send, pick));
+                        slots[free] = Some(launch(failover, send, pick, span, Some(Resend::Hedge)));
                     }
                 }
                 continue;
@@ -563,7 +601,8 @@ where
         };
         match step {
             Step::Next(next) => {
-                slots[i] = Some(launch(failover, send, next));
+                let why = failures.last().map(resend_after);
+                slots[i] = Some(launch(failover, send, next, span, why));
                 if !hedged && hedge_timer.is_none() {
                     hedge_timer = failover
                         .hedge_delay()

@@ -28,6 +28,7 @@ pub(crate) mod hedging;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod retry;
+pub(crate) mod span;
 pub(crate) mod timeouts;
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::source::PollSource;
 use crate::config::discovery::RefreshBounds;
@@ -74,10 +75,12 @@ pub fn poll(
         let mut backoff = Backoff::new(refresh);
         loop {
             // An answer slower than the longest refresh delay is no use: treat it as a failure.
+            let span = refresh_span(&publisher);
             let asked = tokio::select! {
                 () = stop.cancelled() => return,
-                asked = tokio::time::timeout(refresh.max.max(Duration::from_secs(1)), source.resolve()) => asked,
+                asked = tokio::time::timeout(refresh.max.max(Duration::from_secs(1)), source.resolve()).instrument(span.clone()) => asked,
             };
+            let _refresh = span.enter();
             let delay = match asked {
                 Ok(Ok(answer)) => {
                     let published = match answer.endpoints {
@@ -101,6 +104,7 @@ pub fn poll(
                     backoff.failed()
                 }
             };
+            drop(_refresh);
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(delay) => {}
@@ -108,6 +112,18 @@ pub fn poll(
         }
     });
     SourceTask::new(cancel, task)
+}
+
+/// The span of one refresh of a discovery source (level DEBUG, target `healthpick`): asking
+/// the source and publishing what it said. Its events (a failed or held publication) are
+/// logged inside it.
+pub(crate) fn refresh_span(publisher: &Publisher) -> tracing::Span {
+    tracing::debug_span!(
+        target: "healthpick",
+        "healthpick.discovery_refresh",
+        healthpick.cluster = publisher.cluster(),
+        healthpick.source = publisher.source(),
+    )
 }
 
 /// When to ask next.

@@ -22,7 +22,7 @@ use super::entries::parse_entries;
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 use crate::destination::endpoint::Endpoint;
-use crate::discovery::driver::{Backoff, SourceTask};
+use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
 use crate::discovery::http::{describe, read_bounded};
 use crate::engine::publisher::Publisher;
 
@@ -160,6 +160,7 @@ impl ConsulSource {
                     None => return,
                 },
             };
+            let _refresh = refresh_span(&publisher).entered();
             match update {
                 Update::Set(endpoints) => {
                     sets[dc] = Some(endpoints);

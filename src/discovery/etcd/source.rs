@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::gateway::{EventType, Gateway, KeyValue};
 use super::value::parse_value;
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_etcd::EtcdSourceConfig;
 use crate::destination::endpoint::Endpoint;
-use crate::discovery::driver::{Backoff, SourceTask};
+use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
 use crate::engine::publisher::Publisher;
 use crate::ids::fold_case;
 
@@ -84,18 +85,21 @@ impl EtcdSource {
         let mut backoff = Backoff::new(self.refresh);
         let mut keys = Keys::new(&self.prefix);
         loop {
+            let span = refresh_span(&publisher);
             let listed = tokio::select! {
                 () = cancel.cancelled() => return,
-                listed = self.gateway.range_prefix(self.prefix.as_bytes()) => listed,
+                listed = self.gateway.range_prefix(self.prefix.as_bytes()).instrument(span.clone()) => listed,
             };
             let mut revision = match listed {
-                Ok(range) => {
+                Ok(range) => span.in_scope(|| {
                     keys.replace(range.kvs);
                     keys.publish(&publisher);
                     range.header.revision
-                }
+                }),
                 Err(e) => {
-                    let _ = publisher.failed(&e);
+                    span.in_scope(|| {
+                        let _ = publisher.failed(&e);
+                    });
                     if pause(&cancel, backoff.failed()).await {
                         return;
                     }
