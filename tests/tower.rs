@@ -127,7 +127,7 @@ fn request_error(error: &BoxError) -> (&str, Vec<&AttemptError>) {
 
 #[tokio::test]
 async fn a_cluster_authority_is_routed_with_base_path_query_and_host_other_authorities_pass() {
-    let server = HttpServer::start(|seen| Reply::text(200, format!("{}", seen.path))).await;
+    let server = HttpServer::start(|seen| Reply::text(200, seen.path.clone())).await;
     let engine = Engine::from_json(&format!(
         r#"{{"Clusters": {{"payments": {{ "Destinations": {{
             "eu-1": {{ "Address": "{}v1/", "Host": "payments.internal" }} }} }} }} }}"#,
