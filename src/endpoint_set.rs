@@ -11,6 +11,7 @@
 //! it probes, and the [refresh job](EndpointSet::spawn_refresh) runs the source too, refreshed by
 //! the answers' TTLs, next to the probe rounds.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,9 @@ use crate::config::discovery::DiscoveryConfig;
 #[cfg(feature = "dns")]
 use crate::config::discovery::{DnsSourceConfig, SourceConfig};
 use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
-use crate::config::model::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
+use crate::config::model::{
+    ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig,
+};
 use crate::destination::handle::PickHandle;
 use crate::discovery::runner::{build as build_source, Built, Discovery};
 use crate::discovery::source::PollSource;
@@ -59,6 +62,8 @@ pub struct EndpointSetBuilder {
     failure_log_level: tracing::Level,
     load_balancing_policy: String,
     max_concurrent_probes: usize,
+    /// Passive health checks of the requests the set's picks report; off by default.
+    passive: Option<PassiveHealthCheckConfig>,
 }
 
 impl EndpointSetBuilder {
@@ -102,7 +107,12 @@ impl EndpointSetBuilder {
         self
     }
 
-    /// Load-balancing policy inside the best group. Default `Random`.
+    /// Load-balancing policy inside the best group. Default `Random`, not the engine's
+    /// `PowerOfTwoChoices`: the set is made for callers who pick a URL and call it with their own
+    /// client, often dropping the pick right away; PowerOfTwoChoices (and LeastRequests) choose by
+    /// the requests a pick keeps in flight, which such callers never show, so they would be
+    /// random with extra work. Callers who keep each pick for the whole request (the wrapped
+    /// client does) can choose `PowerOfTwoChoices`; any policy of the engine works.
     pub fn load_balancing_policy(mut self, name: impl Into<String>) -> Self {
         self.load_balancing_policy = name.into();
         self
@@ -111,6 +121,31 @@ impl EndpointSetBuilder {
     /// Bound on probes in flight during a refresh. Default 64.
     pub fn max_concurrent_probes(mut self, n: usize) -> Self {
         self.max_concurrent_probes = n;
+        self
+    }
+
+    /// Turns on passive health checks: the outcomes the set's picks report
+    /// ([`PickHandle::report`], or the wrapped client's own reports through
+    /// [`HealthAwareClient::for_endpoint_set`](crate::HealthAwareClient::for_endpoint_set)) are
+    /// judged by `passive`'s policy (TransportFailureRate unless it names another), an endpoint
+    /// failing too many requests is left until its reactivation period ends. Default: off
+    /// (health from probes only).
+    ///
+    /// ```
+    /// use healthpick::config::PassiveHealthCheckConfig;
+    /// use healthpick::EndpointSet;
+    /// use std::time::Duration;
+    ///
+    /// let endpoints = EndpointSet::builder(["http://10.0.0.1:8080", "http://10.0.0.2:8080"])
+    ///     .passive_health_checks(
+    ///         PassiveHealthCheckConfig::enabled().reactivation_period(Duration::from_secs(30)),
+    ///     )
+    ///     .build()?;
+    /// # drop(endpoints);
+    /// # Ok::<(), healthpick::ConfigError>(())
+    /// ```
+    pub fn passive_health_checks(mut self, passive: PassiveHealthCheckConfig) -> Self {
+        self.passive = Some(passive);
         self
     }
 
@@ -145,13 +180,18 @@ impl EndpointSetBuilder {
                 "an endpoint set needs at least one base URL",
             ));
         }
-        let engine = Engine::new(Config::new().cluster(cluster))?;
+        let engine = Engine::new(Config::new().cluster(cluster)).map_err(in_builder_terms)?;
         Ok(self.finish(engine, None))
     }
 
     /// The cluster of either kind of set: its balancer, threshold and active checks.
     fn cluster(&self) -> ClusterConfig {
-        ClusterConfig::new(EndpointSet::CLUSTER)
+        let cluster = ClusterConfig::new(EndpointSet::CLUSTER);
+        let cluster = match &self.passive {
+            Some(passive) => cluster.passive(passive.clone()),
+            None => cluster,
+        };
+        cluster
             .load_balancing_policy(self.load_balancing_policy.clone())
             .metadata(
                 CONSECUTIVE_FAILURES_THRESHOLD_KEY,
@@ -175,7 +215,8 @@ impl EndpointSetBuilder {
             ));
         }
         let cluster = self.cluster().discovery(source.clone());
-        let engine = Engine::new(Config::new().cluster(cluster.clone()))?;
+        let engine =
+            Engine::new(Config::new().cluster(cluster.clone())).map_err(in_builder_terms)?;
         // A polling source is also asked by `refresh`; a watching one runs in the refresh job.
         let poll =
             match build_source(&cluster, &source).map_err(|why| one_error("discovery", &why))? {
@@ -197,9 +238,55 @@ impl EndpointSetBuilder {
                     self.failure_log_level,
                 )),
                 source,
+                pick_refresh: AtomicBool::new(false),
             }),
         }
     }
+}
+
+/// The engine's configuration errors of the set's one cluster, with each path said as the
+/// builder method that set it (`health_check_interval`, `base_urls[..]`) instead of the YARP key
+/// path the user never wrote (`Clusters:endpoints:HealthCheck:Active:Interval`).
+fn in_builder_terms(mut error: ConfigError) -> ConfigError {
+    for diagnostic in error.errors.iter_mut().chain(error.warnings.iter_mut()) {
+        diagnostic.path = builder_path(&diagnostic.path);
+    }
+    error
+}
+
+/// The builder's name for a key path of the set's cluster.
+fn builder_path(path: &str) -> String {
+    let prefix = format!("Clusters:{}:", EndpointSet::CLUSTER);
+    let Some(key) = path.strip_prefix(&prefix) else {
+        return path.to_string();
+    };
+    let named = |k: &str| key.eq_ignore_ascii_case(k);
+    if named("HealthCheck:Active:Interval") {
+        return "health_check_interval".into();
+    }
+    if named("HealthCheck:Active:Timeout") {
+        return "health_check_timeout".into();
+    }
+    if named("HealthCheck:Active:Path") {
+        return "health_path".into();
+    }
+    if named("LoadBalancingPolicy") {
+        return "load_balancing_policy".into();
+    }
+    if key.len() > "Metadata:".len() && key[.."Metadata:".len()].eq_ignore_ascii_case("Metadata:") {
+        return "failure_threshold".into();
+    }
+    if key.len() > "HealthCheck:Passive".len()
+        && key[.."HealthCheck:Passive".len()].eq_ignore_ascii_case("HealthCheck:Passive")
+    {
+        return format!("passive_health_checks ({})", &key["HealthCheck:".len()..]);
+    }
+    if let Some(rest) = key.strip_prefix("Destinations:") {
+        // `Destinations:<url>:Address`: the id is the URL itself.
+        let url = rest.rsplit_once(':').map_or(rest, |(url, _)| url);
+        return format!("base_urls[{url}]");
+    }
+    key.to_string()
 }
 
 /// A configuration error at `path`.
@@ -230,6 +317,8 @@ struct Inner {
     prober: Arc<Prober>,
     /// The discovery source of a set fed by one.
     source: Option<SetSource>,
+    /// Whether a refresh started by a pick is running: concurrent first picks share it.
+    pick_refresh: AtomicBool,
 }
 
 /// The discovery source of a set and the handle it publishes through.
@@ -269,6 +358,7 @@ impl EndpointSet {
             failure_log_level: tracing::Level::WARN,
             load_balancing_policy: "Random".into(),
             max_concurrent_probes: 64,
+            passive: None,
         }
     }
 
@@ -372,7 +462,9 @@ impl EndpointSet {
     /// A healthy endpoint from the best group. Before anything is known it probes every
     /// endpoint and waits, as [`Engine::pick_endpoint_ready`] does, until a preferred endpoint
     /// answered (or, when none can, one of the others), at most the health-check timeout: an
-    /// endpoint that hangs holds back neither this pick nor the others' results.
+    /// endpoint that hangs holds back neither this pick nor the others' results. Picks that
+    /// come while that first refresh runs wait for it instead of starting their own: fifty
+    /// concurrent first picks probe each endpoint once.
     ///
     /// # Errors
     /// As [`Engine::pick_endpoint`].
@@ -381,11 +473,22 @@ impl EndpointSet {
         if let Some(pick) = engine.pick_endpoint_if_ready(Self::CLUSTER) {
             return pick;
         }
-        if !engine.first_round_done(Self::CLUSTER) {
+        if !engine.first_round_done(Self::CLUSTER)
+            && self
+                .inner
+                .pick_refresh
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
             // In the background, so that the probes of endpoints that hang finish (and count)
-            // after this pick has stopped waiting. Endpoints already being probed are skipped.
-            let set = self.clone();
-            tokio::spawn(async move { set.refresh().await });
+            // after this pick has stopped waiting. One at a time: the picks that come while it
+            // runs wait for the same round instead of starting their own (single flight).
+            let running = PickRefresh(self.clone());
+            // A refresh that ended between the check above and taking the flag has done the
+            // round: looked at again now that no other can start.
+            if !engine.first_round_done(Self::CLUSTER) {
+                tokio::spawn(async move { running.0.refresh().await });
+            }
         }
         engine.pick_endpoint_ready(Self::CLUSTER).await
     }
@@ -419,6 +522,16 @@ impl EndpointSet {
                 .start(&self.inner.engine),
             discovery,
         }
+    }
+}
+
+/// A refresh started by a pick: the next pick may start another once it ended, however it ended
+/// (its task finished, or was dropped with the runtime).
+struct PickRefresh(EndpointSet);
+
+impl Drop for PickRefresh {
+    fn drop(&mut self) {
+        self.0.inner.pick_refresh.store(false, Ordering::Release);
     }
 }
 

@@ -463,3 +463,95 @@ async fn failed_probes_are_logged_at_the_configured_level() {
     quiet.refresh().await;
     assert_eq!(captured.lines("health probe failed").len(), 1);
 }
+
+/// Fifty picks arriving together before anything is known share one probe round: each base URL
+/// is probed once, not once per pick (single flight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_picks_share_one_probe_round() {
+    let a = HttpServer::start(|_| Reply::payload("Healthy").delay(ms(10))).await;
+    let b = HttpServer::start(|_| Reply::payload("Healthy").delay(ms(10))).await;
+    let set = EndpointSet::builder([a.url(), b.url()]).build().unwrap();
+    let mut picks = tokio::task::JoinSet::new();
+    // The picks arrive over the whole round, also while finished probes are being reported
+    // (when a second round would see nothing in flight): whatever the timing, one round.
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_micros(300)).await;
+        let set = set.clone();
+        picks.spawn(async move {
+            set.pick_endpoint()
+                .await
+                .map(|p| p.destination().id().to_string())
+        });
+    }
+    while let Some(picked) = picks.join_next().await {
+        let picked = picked.unwrap().unwrap();
+        assert!(picked == a.url() || picked == b.url(), "{picked}");
+    }
+    // The round that answered the picks is over once both probes were seen.
+    eventually("both probes", DEADLINE, || {
+        (a.count() + b.count() >= 2).then_some(())
+    })
+    .await;
+    assert!(set.engine().first_round_done(EndpointSet::CLUSTER));
+    assert_eq!(
+        (a.count(), b.count()),
+        (1, 1),
+        "one probe per base URL for fifty first picks"
+    );
+}
+
+/// Builder errors name the builder's settings, not the YARP key paths of the cluster behind it.
+#[test]
+fn builder_errors_name_the_builder_settings() {
+    let error = EndpointSet::builder(["not a url", "http://10.0.0.1:8080"])
+        .health_check_interval(Duration::ZERO)
+        .health_check_timeout(Duration::ZERO)
+        .load_balancing_policy("Fastest")
+        .build()
+        .expect_err("bad settings");
+    let paths: Vec<&str> = error.errors.iter().map(|d| d.path.as_str()).collect();
+    for expected in [
+        "base_urls[not a url]",
+        "health_check_interval",
+        "health_check_timeout",
+        "load_balancing_policy",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "{expected} missing from {paths:?}"
+        );
+    }
+    assert!(
+        paths.iter().all(|p| !p.contains("Clusters:")),
+        "a YARP path leaked: {paths:?}"
+    );
+}
+
+/// With passive checks on, an endpoint whose requests keep failing at the transport level is
+/// left (passive Unhealthy) while probes still call it healthy.
+#[tokio::test]
+async fn passive_checks_leave_an_endpoint_whose_requests_fail() {
+    use healthpick::config::PassiveHealthCheckConfig;
+    use healthpick::RequestOutcome;
+    let a = HttpServer::start(|_| Reply::payload("Healthy")).await;
+    let b = HttpServer::start(|_| Reply::payload("Healthy")).await;
+    let set = EndpointSet::builder([a.url(), b.url()])
+        .passive_health_checks(PassiveHealthCheckConfig::enabled())
+        .build()
+        .unwrap();
+    set.refresh().await;
+    let engine = set.engine();
+    for _ in 0..20 {
+        engine
+            .report_outcome(
+                EndpointSet::CLUSTER,
+                &a.url(),
+                RequestOutcome::TransportFailure,
+            )
+            .unwrap();
+    }
+    let status = destination(engine, EndpointSet::CLUSTER, &a.url());
+    assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
+    assert_eq!(status.active, HealthState::Healthy);
+    assert_eq!(picked(&set, 20).await, [b.url()]);
+}
