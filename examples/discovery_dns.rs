@@ -174,7 +174,7 @@ async fn calls(
     let mut answered = Vec::new();
     for _ in 0..6 {
         let pick = engine.pick_endpoint("payments")?;
-        let url = pick.address().join("hello")?;
+        let url = pick.url("/hello");
         answered.push(http.get(url).send().await?.text().await?);
     }
     println!("{step:<24} -> {}", answered.join(" "));

@@ -311,7 +311,7 @@ async fn traffic(
     let mut served: BTreeMap<String, usize> = BTreeMap::new();
     for _ in 0..n {
         let pick = engine.pick_endpoint(CLUSTER)?;
-        let url = pick.address().join("work")?;
+        let url = pick.url("/work");
         let who = http
             .get(url)
             .send()

@@ -84,7 +84,7 @@ async fn calls(
     let mut answered = Vec::new();
     for _ in 0..8 {
         let pick = endpoints.pick_endpoint().await?; // probes first if nothing is known yet
-        let url = pick.address().join("hello")?;
+        let url = pick.url("/hello");
         answered.push(http.get(url).send().await?.text().await?);
     }
     println!("{step:<22} -> {}", answered.join(" "));

@@ -89,10 +89,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// Sends `GET /api/orders?id=7` to the picked instance and reports the outcome to healthpick
 /// (passive health checks learn from it). Returns the status and body.
 async fn call(http: &reqwest::Client, pick: &PickHandle) -> Result<(u16, String), reqwest::Error> {
-    let url = pick
-        .address()
-        .join("api/orders?id=7")
-        .expect("a relative path joins");
+    // Joined as the client and the probes join it: a base path such as `/v1/` is kept.
+    let url = pick.url("/api/orders?id=7");
     let result = match http.get(url).send().await {
         Ok(response) => {
             let status = response.status().as_u16();

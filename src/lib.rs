@@ -217,6 +217,10 @@ pub use health::{
 };
 pub use monitor::ActiveMonitor;
 pub use policy::PolicyRegistry;
+/// The cancellation token [`ActiveMonitorBuilder::cancellation_token`](monitor::ActiveMonitorBuilder::cancellation_token)
+/// and [`EndpointSet::spawn_refresh_with`] take (tokio-util's), re-exported so that callers need
+/// not depend on tokio-util themselves.
+pub use tokio_util::sync::CancellationToken;
 pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 
 /// The README's code blocks, compiled and run as doctests.

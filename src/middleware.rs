@@ -291,8 +291,8 @@ impl Middleware for HealthPickMiddleware {
             });
             async move {
                 let request = prepared.ok_or_else(|| {
-                    middleware_error(ClientError::Builder(
-                        "the request body cannot be sent again".into(),
+                    middleware_error(ClientError::builder(
+                        "the request body cannot be sent again",
                     ))
                 })?;
                 let response = next.run(request, &mut attempt_extensions).await?;

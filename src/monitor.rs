@@ -53,6 +53,7 @@ use crate::rng::RandomSource;
 /// # drop(monitor);
 /// # }
 /// ```
+#[must_use = "a builder does nothing until started"]
 pub struct ActiveMonitorBuilder {
     max_concurrent_probes: usize,
     jitter: Duration,
@@ -156,6 +157,7 @@ impl ActiveMonitorBuilder {
 /// A running active monitor. Dropping it stops all probing; [`stop`](Self::stop) also waits
 /// until every task has ended.
 #[derive(Debug)]
+#[must_use = "probing stops when the monitor is dropped: keep it (`let _monitor = ...`)"]
 pub struct ActiveMonitor {
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,

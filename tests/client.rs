@@ -925,7 +925,7 @@ async fn a_body_that_is_not_json_is_a_body_error() {
         .await
         .expect_err("the body is the text `a`");
     assert!(
-        matches!(&err, ClientError::Body(text) if text.contains("not JSON")),
+        matches!(&err, ClientError::Body { message, .. } if message.contains("not JSON")),
         "{err:?}"
     );
     assert_eq!(err.cluster(), None);
@@ -1613,7 +1613,7 @@ async fn a_connect_timeout_is_a_requeued_connect_failure() {
         .build()
         .expect_err("a built client cannot take a connect timeout");
     assert!(
-        matches!(&err, ClientError::Builder(text) if text.contains("connect_timeout")),
+        matches!(&err, ClientError::Builder { message, .. } if message.contains("connect_timeout")),
         "{err:?}"
     );
 }

@@ -78,7 +78,8 @@ impl AttemptError {
 impl std::fmt::Display for AttemptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AttemptError::Transport(e) => f.write_str(&chain(e)),
+            // reqwest names the URL in its own message; the attempt names it already.
+            AttemptError::Transport(e) => f.write_str(&without_url(e)),
             AttemptError::TimedOut(after) => write!(f, "no response within {after:?}"),
             AttemptError::Status(status) => write!(f, "answered {status}"),
             AttemptError::Middleware(e) | AttemptError::Service(e) => {
@@ -153,13 +154,25 @@ pub enum ClientError {
         /// The status.
         status: StatusCode,
     },
-    /// The request could not be built (bad header, path, body or setting).
-    #[error("invalid request: {0}")]
-    Builder(String),
+    /// The request, or the client, could not be built (bad header, path, body or setting).
+    #[error("invalid request: {message}")]
+    Builder {
+        /// What was wrong.
+        message: String,
+        /// The error that said so, when another library did (reqwest's, a header parser's).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// A response arrived but its body could not be read or decoded (for example
     /// [`Response::json`](crate::Response::json) on a body that is not JSON).
-    #[error("bad response body: {0}")]
-    Body(String),
+    #[error("bad response body: {message}")]
+    Body {
+        /// What went wrong.
+        message: String,
+        /// The error that said so (reqwest's while reading, serde_json's while decoding).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// A response arrived but its body was not read to the end before the attempt's (or the
     /// call's) deadline.
     #[error(
@@ -171,12 +184,54 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// A [`Builder`](Self::Builder) error without a source.
+    pub(crate) fn builder(message: impl Into<String>) -> Self {
+        ClientError::Builder {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Builder`](Self::Builder) error caused by `source`.
+    pub(crate) fn builder_with(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ClientError::Builder {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A [`Body`](Self::Body) error caused by `source`.
+    pub(crate) fn body_with(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ClientError::Body {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
 fn describe_attempts(attempts: &[AttemptFailure]) -> String {
     attempts
         .iter()
         .map(|a| format!("destination `{}` ({}): {}", a.destination, a.url, a.error))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A reqwest error and its causes, without the URL reqwest puts in its own message
+/// (`error sending request for url (http://...)`).
+fn without_url(e: &reqwest::Error) -> String {
+    let text = chain(e);
+    match e.url() {
+        Some(url) => text.replacen(&format!(" for url ({url})"), "", 1),
+        None => text,
+    }
 }
 
 /// An error with its causes, which carry the useful part ("connection refused").
@@ -216,6 +271,30 @@ impl ClientError {
         self.attempts().last().is_some_and(|a| a.error.is_connect())
     }
 
+    /// True for an error status the caller asked to turn into an error
+    /// ([`Response::error_for_status`](crate::Response::error_for_status)).
+    pub fn is_status(&self) -> bool {
+        matches!(self, ClientError::Status { .. })
+    }
+
+    /// True when the request or the client could not be built.
+    pub fn is_builder(&self) -> bool {
+        matches!(self, ClientError::Builder { .. })
+    }
+
+    /// True when a response arrived but its body could not be read, decoded, or read in time.
+    pub fn is_body(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Body { .. } | ClientError::BodyTimedOut { .. }
+        )
+    }
+
+    /// True when no attempt gave an answer ([`Request`](Self::Request)).
+    pub fn is_request(&self) -> bool {
+        matches!(self, ClientError::Request { .. })
+    }
+
     /// The status of a [`Status`](Self::Status) error.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
@@ -231,9 +310,9 @@ impl ClientError {
             ClientError::Request { cluster, .. } | ClientError::Status { cluster, .. } => {
                 Some(cluster)
             }
-            ClientError::Builder(_) | ClientError::Body(_) | ClientError::BodyTimedOut { .. } => {
-                None
-            }
+            ClientError::Builder { .. }
+            | ClientError::Body { .. }
+            | ClientError::BodyTimedOut { .. } => None,
         }
     }
 

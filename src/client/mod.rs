@@ -182,6 +182,16 @@ impl HealthAwareClient {
     pub fn head(&self, cluster: &str, path: &str) -> RequestBuilder {
         self.request(Method::HEAD, cluster, path)
     }
+
+    /// `PATCH` (not retried unless marked [`retryable`](RequestBuilder::retryable)).
+    pub fn patch(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::PATCH, cluster, path)
+    }
+
+    /// `OPTIONS`.
+    pub fn options(&self, cluster: &str, path: &str) -> RequestBuilder {
+        self.request(Method::OPTIONS, cluster, path)
+    }
 }
 
 /// Builds a [`HealthAwareClient`]: see [`HealthAwareClient::builder`].
@@ -282,10 +292,9 @@ impl HealthAwareClientBuilder {
         let http = match self.http.take() {
             Some(Http::Client(http)) if self.connect_timeout_set => {
                 drop(http);
-                return Err(ClientError::Builder(
+                return Err(ClientError::builder(
                     "connect_timeout cannot change a reqwest::Client that is already built: set \
-                     it on its builder, or pass the builder with http_builder"
-                        .into(),
+                     it on its builder, or pass the builder with http_builder",
                 ));
             }
             Some(Http::Client(http)) => http,
@@ -302,7 +311,7 @@ impl HealthAwareClientBuilder {
         };
         builder
             .build()
-            .map_err(|e| ClientError::Builder(format!("reqwest client: {}", error::chain(&e))))
+            .map_err(|e| ClientError::builder_with("reqwest client", e))
     }
 
     fn wrap(self, http: reqwest::Client) -> HealthAwareClient {

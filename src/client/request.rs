@@ -37,7 +37,7 @@ pub struct RequestBuilder {
     call_timeout: Option<Duration>,
     hedging: Option<Option<Hedging>>,
     retryable: Option<bool>,
-    error: Option<String>,
+    error: Option<ClientError>,
 }
 
 impl RequestBuilder {
@@ -67,15 +67,19 @@ impl RequestBuilder {
     where
         HeaderName: TryFrom<K>,
         HeaderValue: TryFrom<V>,
-        <HeaderName as TryFrom<K>>::Error: std::fmt::Display,
-        <HeaderValue as TryFrom<V>>::Error: std::fmt::Display,
+        <HeaderName as TryFrom<K>>::Error: Into<http::Error>,
+        <HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
     {
         match (HeaderName::try_from(key), HeaderValue::try_from(value)) {
             (Ok(k), Ok(v)) => {
                 self.headers.get_or_insert_with(HeaderMap::new).append(k, v);
             }
-            (Err(e), _) => self.error = Some(format!("bad header name: {e}")),
-            (_, Err(e)) => self.error = Some(format!("bad header value: {e}")),
+            (Err(e), _) => {
+                self.error = Some(ClientError::builder_with("bad header name", e.into()));
+            }
+            (_, Err(e)) => {
+                self.error = Some(ClientError::builder_with("bad header value", e.into()));
+            }
         }
         self
     }
@@ -99,7 +103,7 @@ impl RequestBuilder {
                 self.route.push(separator);
                 self.route.push_str(&q);
             }
-            Err(e) => self.error = Some(format!("bad query: {e}")),
+            Err(e) => self.error = Some(ClientError::builder_with("bad query", e)),
         }
         self
     }
@@ -114,7 +118,7 @@ impl RequestBuilder {
                 );
                 self.body = Some(body.into());
             }
-            Err(e) => self.error = Some(format!("bad JSON body: {e}")),
+            Err(e) => self.error = Some(ClientError::builder_with("bad JSON body", e)),
         }
         self
     }
@@ -179,7 +183,7 @@ impl RequestBuilder {
             error,
         } = self;
         if let Some(e) = error {
-            return Err(ClientError::Builder(e));
+            return Err(e);
         }
         let (cluster, path) = route.split_at(cluster_len);
         let inner = &client.inner;

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use tokio::time::Instant;
 
 use super::drive::{bounded, race, CallTimer, Elapsed};
-use super::error::{chain, AttemptFailure, ClientError};
+use super::error::{AttemptFailure, ClientError};
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
@@ -84,6 +84,67 @@ impl Response {
     /// The URL that answered.
     pub fn url(&self) -> Option<&url::Url> {
         self.inner.as_ref().map(reqwest::Response::url)
+    }
+
+    /// The HTTP version of the response (`None` once a consuming method took the body).
+    pub fn version(&self) -> Option<reqwest::Version> {
+        self.inner.as_ref().map(reqwest::Response::version)
+    }
+
+    /// The body's length when the response said it (`Content-Length`), as
+    /// `reqwest::Response::content_length`.
+    pub fn content_length(&self) -> Option<u64> {
+        self.inner
+            .as_ref()
+            .and_then(reqwest::Response::content_length)
+    }
+
+    /// The next chunk of the body, `None` at its end: for bodies read as a stream. The
+    /// destination stays in flight while the body is read (until the response is dropped); the
+    /// outcome is reported when the body ends or breaks off. The whole body must still be read
+    /// by the attempt's deadline.
+    ///
+    /// ```no_run
+    /// # async fn run(client: healthpick::HealthAwareClient) -> Result<(), healthpick::ClientError> {
+    /// let mut response = client.get("exports", "/orders.csv").send().await?;
+    /// while let Some(chunk) = response.chunk().await? {
+    ///     println!("{} bytes", chunk.len()); // the destination counts as busy meanwhile
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::Body`] when the body breaks off, [`ClientError::BodyTimedOut`] when it
+    /// is not read in time; the attempt then counts as a transport failure.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(None);
+        };
+        let read = inner.chunk();
+        let result = match self.deadline {
+            None => Ok(read.await),
+            Some(deadline) => match self.timer.as_mut() {
+                Some(timer) => race(read, timer.sleep()).await,
+                None => bounded(read, deadline).await,
+            },
+        };
+        match result {
+            Ok(Ok(Some(chunk))) => Ok(Some(chunk)),
+            Ok(Ok(None)) => {
+                self.finish(true);
+                Ok(None)
+            }
+            Ok(Err(e)) => {
+                self.finish(false);
+                Err(ClientError::body_with("reading the body failed", e))
+            }
+            Err(Elapsed) => {
+                self.finish(false);
+                Err(ClientError::BodyTimedOut {
+                    destination: self.pick.destination().id().to_string(),
+                })
+            }
+        }
     }
 
     /// `Err(ClientError::Status)` when the status is a client or server error (400 to 599),
@@ -168,7 +229,7 @@ impl Response {
                 }
             },
         }
-        .map_err(|e| ClientError::Body(format!("reading the body failed: {}", chain(&e))));
+        .map_err(|e| ClientError::body_with("reading the body failed", e));
         self.finish(result.is_ok());
         result
     }
@@ -190,7 +251,7 @@ impl Response {
     /// JSON.
     pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
         let bytes = self.bytes().await?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Body(format!("not JSON: {e}")))
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::body_with("not JSON", e))
     }
 
     /// The underlying reqwest response. The destination is released and the outcome reported

@@ -133,7 +133,7 @@ impl RetryStatuses {
         let mut set = RetryStatuses::NONE;
         for status in statuses {
             if !(400..=599).contains(&status) {
-                return Err(ClientError::Builder(format!(
+                return Err(ClientError::builder(format!(
                     "status {status} cannot be retried: only error statuses (400 to 599) can"
                 )));
             }

@@ -37,6 +37,14 @@ impl PickHandle {
         self.destination.address()
     }
 
+    /// The URL of `path_and_query` on the picked destination, joined as the wrapped client and
+    /// the probes join it: the base URL's own path is kept (`http://h/v1/` and `/api/orders`
+    /// give `http://h/v1/api/orders`, where `Url::join` would drop `/v1`). See
+    /// [`Destination::url`].
+    pub fn url(&self, path_and_query: &str) -> Url {
+        self.destination.url(path_and_query)
+    }
+
     /// A shared reference to the picked destination, for callers that keep it past the handle.
     pub fn destination_arc(&self) -> Arc<Destination> {
         self.destination.clone()

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use url::Url;
 
+use crate::uri::request_url;
+
 use self::attributes::DestinationAttributes;
 use self::state::DestinationState;
 use crate::health::outcome::RequestOutcome;
@@ -84,6 +86,24 @@ impl Destination {
     /// The base URL requests go to.
     pub fn address(&self) -> &Url {
         &self.info.address
+    }
+
+    /// The URL of `path_and_query` (`/api/orders?id=7`; a leading `/` is optional) on this
+    /// destination, with the rules of the wrapped client and the probes: the base URL's path is
+    /// kept and the path appended to it, the base URL's own query and fragment dropped, the
+    /// query taken from `path_and_query`.
+    ///
+    /// ```
+    /// let engine = healthpick::Engine::from_json(r#"{"Clusters": {"c": {"Destinations": {
+    ///     "d": { "Address": "http://10.0.0.1:8080/v1/" } } } } }"#)?;
+    /// let pick = engine.pick_endpoint("c")?;
+    /// assert_eq!(pick.url("/api/orders?id=7").as_str(), "http://10.0.0.1:8080/v1/api/orders?id=7");
+    /// // `Url::join` would replace the base path instead:
+    /// assert_eq!(pick.address().join("/api/orders")?.as_str(), "http://10.0.0.1:8080/api/orders");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn url(&self, path_and_query: &str) -> Url {
+        request_url(&self.info.address, path_and_query)
     }
 
     /// The id of the cluster this destination belongs to.

@@ -50,6 +50,7 @@ pub struct EtcdRegistration {
 /// What [`EtcdRegistration::builder`] sets up: the destination object written, the lease's
 /// TTL, and the [`Draining`] handle followed.
 #[derive(Debug)]
+#[must_use = "a builder does nothing until started"]
 pub struct EtcdRegistrationBuilder {
     endpoints: Vec<Url>,
     key: String,
