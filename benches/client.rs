@@ -20,6 +20,13 @@
 //!   flight at all times (32 tasks draw from a shared count of requests to make); the figure is
 //!   wall time per request and criterion's `thrpt` line shows requests per second.
 //!
+//! - with `--features metrics` only, a fourth arm, `healthpick_1dest_metrics`: `one` in an
+//!   engine of its own built while a `metrics_util` `DebuggingRecorder` was in force, warmed up
+//!   under it too, so each request also counts its pick, in-flight gauge and outcome and records
+//!   one `http.client.request.duration` sample (the recorder keeps every sample, as exporters'
+//!   histograms do until scraped). The other arms have no-op handles. Compare it with
+//!   `healthpick_1dest`, in the groups and in the paired run.
+//!
 //! - after the criterion groups, a **paired** run prints the same comparison with the arms
 //!   interleaved: latency request by request (median of 20,000 requests per arm), throughput in
 //!   401 short rounds of 2,000 requests per arm with 32 in flight, reported as the median of the
@@ -69,7 +76,7 @@
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
 //! short run that only shows it works, or `cargo bench --bench client -- --test` to run each
-//! benchmark once.
+//! benchmark once; add `--features metrics` (before `--`) for the metrics arm.
 
 #[path = "../examples/support/backend.rs"]
 mod backend;
@@ -183,8 +190,12 @@ fn bench_client(c: &mut Criterion) {
     .expect("config");
     // The default timeouts (15 s per attempt, 30 s per call) are on; plain reqwest has none.
     let client = HealthAwareClient::new(http.clone(), engine);
-    let arms = [
-        ("reqwest", Arm::Reqwest(http, format!("{url}api/orders"))),
+    #[allow(unused_mut)] // the metrics arm comes with feature `metrics` only
+    let mut arms = vec![
+        (
+            "reqwest",
+            Arm::Reqwest(http.clone(), format!("{url}api/orders")),
+        ),
         ("healthpick_1dest", Arm::Healthpick(client.clone(), "one")),
         ("healthpick_3dest", Arm::Healthpick(client, "three")),
     ];
@@ -194,6 +205,24 @@ fn bench_client(c: &mut Criterion) {
             run_concurrently(arm, 4 * IN_FLIGHT).await;
         }
     });
+    #[cfg(feature = "metrics")]
+    {
+        // Handles are registered with the recorder in force: when the engine is built (picks,
+        // in flight, outcomes) and on each thread's first attempt of a kind (the histogram).
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let engine = metrics::with_local_recorder(&recorder, || {
+            Engine::from_json(&format!(
+                r#"{{ "Clusters": {{ {} }} }}"#,
+                cluster("one", &url, 1)
+            ))
+        })
+        .expect("config");
+        let arm = Arm::Healthpick(HealthAwareClient::new(http, engine), "one");
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(run_concurrently(&arm, 4 * IN_FLIGHT))
+        });
+        arms.push(("healthpick_1dest_metrics", arm));
+    }
     if let Ok(only) = std::env::var("HEALTHPICK_BENCH_ONE_ARM") {
         one_arm(&rt, &arms, &only);
         return;
@@ -248,7 +277,8 @@ fn one_arm(rt: &tokio::runtime::Runtime, arms: &[(&str, Arm)], spec: &str) {
         .parse()
         .expect("HEALTHPICK_BENCH_ONE_ARM=<arm>:<requests>");
     let (_, arm) = arms.iter().find(|(n, _)| *n == name).expect(
-        "HEALTHPICK_BENCH_ONE_ARM names an arm: reqwest, healthpick_1dest, healthpick_3dest",
+        "HEALTHPICK_BENCH_ONE_ARM names an arm: reqwest, healthpick_1dest, healthpick_3dest \
+         (and healthpick_1dest_metrics with feature `metrics`)",
     );
     let took = rt.block_on(run_concurrently(arm, requests));
     eprintln!("{name}: {requests} requests in {took:.2?}");

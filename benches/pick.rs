@@ -38,6 +38,16 @@
 //! - `baseline/arcswap_p2c_inflight{,_2threads}/{n}`: the floor of a PowerOfTwoChoices pick: two
 //!   random elements, both in-flight counts read, the one with fewer counted as above.
 //!
+//! - with `--features metrics` only, `metrics/pick/1thread/PowerOfTwoChoices/{n}`,
+//!   `metrics/pick/2threads/PowerOfTwoChoices/{n}` and
+//!   `metrics/report/TransportFailureRate/pick_report_drop/100`: the same operations on an
+//!   engine built while a `metrics_util` `DebuggingRecorder` was in force (its handles are the
+//!   atomics exporters use), so each pick also increments the destination's pick counter and
+//!   in-flight gauge and decrements the gauge on drop, and each report increments an outcome
+//!   counter. In the same run the plain arms are built without a recorder (no-op handles: one
+//!   branch each); a run without the feature has none of it. Compare
+//!   `metrics/pick/1thread/PowerOfTwoChoices/{n}` with `pick/1thread/PowerOfTwoChoices/{n}`.
+//!
 //! - after the criterion groups, a **paired** run prints the ratios of issue #2 with the arms
 //!   interleaved: in each of 301 rounds, every arm (the baseline, the two counted-pick floors,
 //!   `Random`, `PowerOfTwoChoices` and `RoundRobin`, and the same three over a weighted cluster,
@@ -61,7 +71,8 @@
 //!   of them shows up as a difference between them; on a shared machine that moves single
 //!   figures by 10-50% from run to run. Interleaving cancels that out.
 //!
-//! Run `cargo bench --bench pick` (a few minutes), `cargo bench --bench pick -- paired` for the
+//! Run `cargo bench --bench pick` (a few minutes), `cargo bench --features metrics --bench pick --
+//! metrics/` for the metrics arms alone, `cargo bench --bench pick -- paired` for the
 //! paired ratios alone (the filter matches no criterion benchmark), or
 //! `cargo bench --bench pick -- --test` to run each benchmark once, as CI does.
 
@@ -261,6 +272,68 @@ fn bench_report(c: &mut Criterion) {
     });
     group.finish();
     assert!(all_healthy(&engine), "no destination was ejected");
+}
+
+/// `metrics/*`: picks and reports of an engine whose handles a recorder registered (feature
+/// `metrics`; nothing without it).
+fn bench_metrics(c: &mut Criterion) {
+    #[cfg(feature = "metrics")]
+    {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let engines: Vec<(usize, Engine)> = SIZES
+            .iter()
+            .map(|&n| {
+                let engine = metrics::with_local_recorder(&recorder, || {
+                    engine(cluster("PowerOfTwoChoices", n))
+                });
+                (n, engine)
+            })
+            .collect();
+        let mut group = c.benchmark_group("metrics/pick/1thread/PowerOfTwoChoices");
+        group.throughput(Throughput::Elements(1));
+        for (n, engine) in &engines {
+            group.bench_with_input(BenchmarkId::from_parameter(n), engine, |b, engine| {
+                b.iter(|| pick_and_drop(engine));
+            });
+        }
+        group.finish();
+        let mut group = c.benchmark_group("metrics/pick/2threads/PowerOfTwoChoices");
+        group.throughput(Throughput::Elements(2));
+        for (n, engine) in &engines {
+            group.bench_with_input(BenchmarkId::from_parameter(n), engine, |b, engine| {
+                b.iter_custom(|iters| two_threads(iters, || pick_and_drop(engine)));
+            });
+        }
+        group.finish();
+
+        const N: usize = 100;
+        let engine = metrics::with_local_recorder(&recorder, || {
+            engine(cluster("PowerOfTwoChoices", N).passive(PassiveHealthCheckConfig::enabled()))
+        });
+        // Every destination passive Healthy first, as in `bench_report`.
+        for _ in 0..20 {
+            for _ in 0..N {
+                engine
+                    .pick_endpoint(CLUSTER)
+                    .expect("pick")
+                    .report(RequestOutcome::Success);
+            }
+        }
+        let mut group = c.benchmark_group("metrics/report/TransportFailureRate");
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(BenchmarkId::new("pick_report_drop", N), |b| {
+            b.iter(|| {
+                let handle = engine
+                    .pick_endpoint(black_box(CLUSTER))
+                    .expect("the cluster has available destinations");
+                handle.report(black_box(RequestOutcome::Success));
+                drop(handle);
+            });
+        });
+        group.finish();
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = c;
 }
 
 /// Seeds for the baseline's generators: every thread gets its own.
@@ -529,6 +602,6 @@ criterion_group! {
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report, bench_paired
+    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report, bench_metrics, bench_paired
 }
 criterion_main!(benches);

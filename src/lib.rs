@@ -100,6 +100,7 @@
 //! | a live per-destination table (what the demo and `healthpick watch` show) | [`table`] |
 //! | replaying a timeline of probes and outcomes; recording one from a live engine | [`simulate`] |
 //! | seeing every input and decision synchronously (audit, metrics, recording) | [`observer`] |
+//! | counters, gauges and histograms for your metrics exporter (feature `metrics`) | `metrics` |
 //!
 //! ## Extending
 //!
@@ -137,6 +138,7 @@
 //! | `dns` | no | `discovery::dns`: destinations from A/AAAA or SRV records, and YARP's per-destination DNS resolution (hickory) |
 //! | `etcd` | no | `discovery::etcd`: the keys under an etcd prefix, watched (etcd's JSON gateway), and `service::EtcdRegistration` |
 //! | `consul` | no | `discovery::consul`: a Consul service's instances through blocking queries |
+//! | `metrics` | no | the `metrics` module: counters, gauges and histograms through the `metrics` facade crate (no exporter) |
 //! | `kubernetes` | no | `discovery::kubernetes`: a Service's EndpointSlices through kube's watcher; Rust 1.89, and your binary chooses k8s-openapi's version feature |
 
 #![forbid(unsafe_code)]
@@ -177,6 +179,8 @@ mod engine;
 mod client;
 pub mod discovery;
 mod endpoint_set;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "middleware")]
 pub mod middleware;
 pub mod monitor;

@@ -258,6 +258,7 @@ impl Middleware for HealthPickMiddleware {
         let (mut failover, pick) = Failover::start(&self.engine, &self.calls, &cluster, options)
             .await
             .map_err(|e| middleware_error(ClientError::from(e)))?;
+        failover.request_method(req.method().as_str());
         // Each attempt runs with its own copy of the caller's extensions; the answer's come
         // back to the caller.
         let template = extensions.clone();

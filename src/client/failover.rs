@@ -25,6 +25,8 @@ use crate::destination::Destination;
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
+#[cfg(feature = "metrics")]
+use crate::metrics::{hedged, method_label, record_attempt, refused, retried, AttemptEnd};
 
 /// How a client (or a middleware) calls, unless a request says otherwise: its timeouts, its
 /// hedging, and the per-cluster budgets (with the retry policy) that its calls spend.
@@ -65,6 +67,9 @@ pub(crate) struct Failover<'a> {
     /// What only a call that failed over or hedged needs, made on its first failure or hedge:
     /// a call whose first attempt answers carries one pointer.
     retry: Option<Box<RetryState>>,
+    /// Its attempts as the attempt histogram sees them.
+    #[cfg(feature = "metrics")]
+    meter: AttemptMeter,
 }
 
 /// The part of a call's way that only retries and hedges need.
@@ -80,6 +85,9 @@ struct RetryState {
     after_connect_failure: bool,
     /// The cluster's budget, kept once a hedge needed it.
     budget: Option<Arc<ClusterBudget>>,
+    /// How the last attempt failed: the next retry's reason.
+    #[cfg(feature = "metrics")]
+    last_failure: Option<FailureKind>,
 }
 
 fn later(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
@@ -123,6 +131,10 @@ impl<'a> Failover<'a> {
         calls
             .budgets
             .deposit(cluster, hedging.map_or(0, |h| share_amount(h.share())));
+        #[cfg(feature = "metrics")]
+        let mut meter = AttemptMeter::default();
+        #[cfg(feature = "metrics")]
+        meter.open(pick.destination_arc(), first_start);
         let failover = Failover {
             engine,
             calls,
@@ -137,6 +149,8 @@ impl<'a> Failover<'a> {
             first_taken: false,
             hedging,
             retry: None,
+            #[cfg(feature = "metrics")]
+            meter,
         };
         Ok((failover, pick))
     }
@@ -154,6 +168,8 @@ impl<'a> Failover<'a> {
             (Some(attempt), Some(call)) => Some(attempt.min(call)),
             (attempt, call) => attempt.or(call),
         };
+        #[cfg(feature = "metrics")]
+        self.meter.started(start);
         (start, deadline)
     }
 
@@ -163,10 +179,28 @@ impl<'a> Failover<'a> {
         self.hedging
     }
 
-    /// Whether a response with `status` is one to try elsewhere (the caller still checks for
-    /// `Retry-After`, which is never retried).
+    /// The request's method, for the attempt histogram's `http.request.method` label (feature
+    /// `metrics`; without it this does nothing). An integration calls it once, after
+    /// [`start`](Self::start); without it the label is left out.
     #[inline]
-    pub fn retries_status(&self, status: u16) -> bool {
+    pub fn request_method(&mut self, method: &str) {
+        #[cfg(feature = "metrics")]
+        {
+            self.meter.method = Some(method_label(method));
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = method;
+    }
+
+    /// Whether a response with `status` is one to try elsewhere (the caller still checks for
+    /// `Retry-After`, which is never retried). The driver asks it of every response, before it
+    /// tells how the attempt ended ([`failed`](Self::failed) or [`answered`](Self::answered)).
+    #[inline]
+    pub fn retries_status(&mut self, status: u16) -> bool {
+        #[cfg(feature = "metrics")]
+        {
+            self.meter.status = Some(status);
+        }
         self.count.retryable() && self.calls.budgets.policy.retry_statuses.contains(status)
     }
 
@@ -177,7 +211,13 @@ impl<'a> Failover<'a> {
     #[inline(never)]
     pub fn failed(&mut self, destination: &Destination, kind: FailureKind) -> bool {
         let mut go_on = self.count.failed(kind);
+        #[cfg(feature = "metrics")]
+        self.meter.ended(destination, kind);
         let state = self.retry.get_or_insert_with(Box::default);
+        #[cfg(feature = "metrics")]
+        {
+            state.last_failure = Some(kind);
+        }
         state.remember(destination);
         if kind.leaves_tier() {
             let tier = destination.tier();
@@ -205,10 +245,17 @@ impl<'a> Failover<'a> {
             .ok()?;
         if !self.calls.budgets.withdraw(self.cluster) {
             tracing::debug!(target: "healthpick", cluster = %self.cluster, "retry budget exhausted");
+            #[cfg(feature = "metrics")]
+            refused(next.destination(), "retry");
             return None;
         }
         if state.after_connect_failure {
             state.refundable += 1;
+        }
+        #[cfg(feature = "metrics")]
+        {
+            retried(next.destination(), retry_reason(state.last_failure));
+            self.meter.open(next.destination_arc(), Instant::now());
         }
         Some(next)
     }
@@ -248,12 +295,21 @@ impl<'a> Failover<'a> {
         let cluster = self.cluster;
         if !budget.hedges.withdraw() {
             tracing::debug!(target: "healthpick", %cluster, "hedge cap reached");
+            #[cfg(feature = "metrics")]
+            refused(pick.destination(), "hedge");
             return None;
         }
         if !budget.retries.withdraw() {
             budget.hedges.refund(1);
             tracing::debug!(target: "healthpick", %cluster, "retry budget exhausted: no hedge");
+            #[cfg(feature = "metrics")]
+            refused(pick.destination(), "retry");
             return None;
+        }
+        #[cfg(feature = "metrics")]
+        {
+            hedged(pick.destination());
+            self.meter.open(pick.destination_arc(), Instant::now());
         }
         tracing::debug!(target: "healthpick", %cluster, slow = %running.id(), hedge = %pick.destination().id(), "hedging");
         state.remember(pick.destination());
@@ -263,6 +319,8 @@ impl<'a> Failover<'a> {
     /// The call was answered: tokens of retries past connect failures go back to the budget.
     #[inline]
     pub fn answered(&mut self) {
+        #[cfg(feature = "metrics")]
+        self.meter.answered();
         if self.retry.is_some() {
             self.refund();
         }
@@ -280,12 +338,132 @@ impl<'a> Failover<'a> {
 
     /// Records the latency of the attempt that answered, for hedging at a percentile.
     pub fn record_latency(&mut self, latency: Duration) {
+        #[cfg(feature = "metrics")]
+        {
+            self.meter.latency = Some(latency);
+        }
         if matches!(
             self.hedging.map(|h| h.delay()),
             Some(HedgeDelay::Percentile(_))
         ) {
             latencies(&self.cluster_budget()).record(latency, Instant::now());
         }
+    }
+}
+
+/// The `reason` of a retry that followed a failure of `kind`.
+#[cfg(feature = "metrics")]
+fn retry_reason(kind: Option<FailureKind>) -> &'static str {
+    match kind {
+        Some(FailureKind::Connect) => "connect",
+        Some(FailureKind::Transport) => "transport",
+        Some(FailureKind::TimedOut) => "timeout",
+        Some(FailureKind::Status) | None => "status",
+    }
+}
+
+/// A call's attempts as the attempt histogram (`http.client.request.duration`) sees them: each
+/// runs from when the step hands out its destination (the first pick, a retry, a hedge; its
+/// start is then set to what [`Failover::attempt_deadline`] says) to when the driver tells how it
+/// ended: [`Failover::failed`] with its kind (a retryable status's code is the one
+/// [`Failover::retries_status`] was asked last), or [`Failover::answered`] with the status asked
+/// last. A hedged call has two attempts in flight; the one that answered is the one whose start
+/// lies the latency the driver measured ([`Failover::record_latency`]) before now. Attempts that
+/// are cancelled are not recorded.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+struct AttemptMeter {
+    /// Attempts handed out and not ended yet, oldest first: destination and start.
+    open: [Option<(Arc<Destination>, Instant)>; 2],
+    /// The status the driver asked about last, until the end of its attempt takes it.
+    status: Option<u16>,
+    /// The latency the driver measured for the attempt that answered a hedged call.
+    latency: Option<Duration>,
+    /// The request's method, when the integration gave it.
+    method: Option<&'static str>,
+}
+
+#[cfg(feature = "metrics")]
+impl AttemptMeter {
+    /// An attempt to `destination` was handed out at `start`.
+    fn open(&mut self, destination: Arc<Destination>, start: Instant) {
+        if self.open[0].is_some() && self.open[1].is_some() {
+            // More than two in flight never happens; the oldest is forgotten.
+            self.open[0] = self.open[1].take();
+        }
+        let free = usize::from(self.open[0].is_some());
+        self.open[free] = Some((destination, start));
+    }
+
+    /// The attempt handed out last starts at `start`.
+    fn started(&mut self, start: Instant) {
+        let newest = if self.open[1].is_some() { 1 } else { 0 };
+        if let Some((_, at)) = &mut self.open[newest] {
+            *at = start;
+        }
+    }
+
+    /// The open attempt to `destination`, taken out.
+    fn take(&mut self, destination: &Destination) -> Option<(Arc<Destination>, Instant)> {
+        let index = self.open.iter().position(|o| {
+            o.as_ref()
+                .is_some_and(|(d, _)| std::ptr::eq(&**d, destination))
+        })?;
+        let taken = self.open[index].take();
+        if index == 0 {
+            self.open[0] = self.open[1].take();
+        }
+        taken
+    }
+
+    /// The attempt to `destination` failed with `kind`.
+    fn ended(&mut self, destination: &Destination, kind: FailureKind) {
+        let status = self.status.take();
+        let end = match kind {
+            FailureKind::Connect => AttemptEnd::Connect,
+            FailureKind::Transport => AttemptEnd::Transport,
+            FailureKind::TimedOut => AttemptEnd::Timeout,
+            FailureKind::Status => AttemptEnd::Status(status.unwrap_or_default()),
+        };
+        if let Some((destination, start)) = self.take(destination) {
+            record_attempt(
+                &destination,
+                self.method,
+                end,
+                start.elapsed().as_secs_f64(),
+            );
+        }
+    }
+
+    /// The call was answered: by the attempt whose status was asked last, unless that attempt
+    /// was recorded already (a retryable status kept while the call went on).
+    fn answered(&mut self) {
+        let latency = self.latency.take();
+        let Some(status) = self.status.take() else {
+            return;
+        };
+        let now = Instant::now();
+        let winner = match (&self.open, latency) {
+            ([Some((_, first)), Some((_, second))], Some(latency)) => {
+                let began = now.checked_sub(latency).unwrap_or(now);
+                let off = |at: Instant| {
+                    at.saturating_duration_since(began)
+                        .max(began.saturating_duration_since(at))
+                };
+                usize::from(off(*second) < off(*first))
+            }
+            _ => 0,
+        };
+        if let Some((destination, start)) = self.open[winner].take() {
+            let took = latency.unwrap_or_else(|| now.saturating_duration_since(start));
+            record_attempt(
+                &destination,
+                self.method,
+                AttemptEnd::Status(status),
+                took.as_secs_f64(),
+            );
+        }
+        self.open = [None, None];
     }
 }
 

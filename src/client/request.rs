@@ -196,6 +196,7 @@ impl RequestBuilder {
         };
         let (mut failover, pick) =
             Failover::start(&inner.engine, &inner.calls, cluster, options).await?;
+        failover.request_method(method.as_str());
         let mut exchange = ClientExchange {
             http: &inner.http,
             method,

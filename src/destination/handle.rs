@@ -24,6 +24,12 @@ pub struct PickHandle {
 impl PickHandle {
     pub(crate) fn new(destination: Arc<Destination>) -> Self {
         destination.in_flight.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        {
+            let metrics = &destination.info().metrics;
+            metrics.picks.increment(1);
+            metrics.in_flight.increment(1.0);
+        }
         PickHandle { destination }
     }
 
@@ -62,6 +68,8 @@ impl PickHandle {
 impl Drop for PickHandle {
     fn drop(&mut self) {
         self.destination.in_flight.fetch_sub(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.destination.info().metrics.in_flight.decrement(1.0);
     }
 }
 

@@ -57,6 +57,17 @@ pub(crate) struct DestinationInfo {
     pub attributes: ArcSwap<DestinationAttributes>,
     pub state: DestinationState,
     pub sink: Arc<dyn OutcomeSink>,
+    /// Its pick counter and in-flight gauge, registered when it was created.
+    #[cfg(feature = "metrics")]
+    pub metrics: DestinationMetrics,
+}
+
+/// A destination's metric handles (feature `metrics`): what a pick and a handle's drop update,
+/// one atomic operation each.
+#[cfg(feature = "metrics")]
+pub(crate) struct DestinationMetrics {
+    pub picks: ::metrics::Counter,
+    pub in_flight: ::metrics::Gauge,
 }
 
 impl Destination {

@@ -18,6 +18,8 @@ pub(crate) struct Hub {
 
 impl Hub {
     pub fn emit(&self, event: HealthEvent) {
+        #[cfg(feature = "metrics")]
+        super::metrics::record_event(&event);
         if let Some(observer) = &self.observer {
             observer.event(&event);
         }

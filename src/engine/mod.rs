@@ -17,11 +17,14 @@
 //! | `reload.rs` | whole-config reloads and [`Engine::set_destinations`], one code path |
 //! | `pick.rs` | picks and the first-pick warm-up |
 //! | `status.rs` | the point-in-time status view |
+//! | `metrics.rs` | the engine's metrics (feature `metrics`): handles per cluster and destination |
 
 pub(crate) mod builder;
 pub(crate) mod core;
 pub(crate) mod guard;
 pub(crate) mod hub;
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics;
 pub(crate) mod pick;
 pub(crate) mod publisher;
 pub(crate) mod reload;

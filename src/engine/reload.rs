@@ -529,8 +529,11 @@ fn merge(
             Some(replaced) => removed.push(replaced),
             None => {}
         }
+        let id: Arc<str> = Arc::from(id);
         planned.push(Planned::New(Box::new(DestinationInfo {
-            id: Arc::from(id),
+            #[cfg(feature = "metrics")]
+            metrics: super::metrics::destination_metrics(cluster_id, &id),
+            id,
             cluster_id: cluster_id.clone(),
             source: source.clone(),
             key,

@@ -21,6 +21,9 @@ use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
 
+#[cfg(feature = "metrics")]
+use super::metrics::ClusterMetrics;
+
 /// The source of the destinations a configuration lists.
 pub const CONFIG_SOURCE: &str = RESERVED_SOURCE;
 
@@ -52,6 +55,9 @@ pub(crate) struct ClusterRuntime {
     pub hub: Weak<Hub>,
     /// This runtime, for the reactivation timers it schedules.
     pub me: Weak<ClusterRuntime>,
+    /// Its outcome counters and available gauge, registered when the cluster was created.
+    #[cfg(feature = "metrics")]
+    pub metrics: ClusterMetrics,
 }
 
 /// What the cluster's sources published and what its last snapshot said.
@@ -196,6 +202,8 @@ impl ClusterRuntime {
         hub: Weak<Hub>,
     ) -> Arc<Self> {
         let counter = Arc::new(AtomicUsize::new(0));
+        #[cfg(feature = "metrics")]
+        let metrics = ClusterMetrics::register(&settings.id);
         Arc::new_cyclic(|me| ClusterRuntime {
             cell: Arc::new(ArcSwap::from_pointee(ClusterSnapshot::empty(
                 settings,
@@ -211,6 +219,8 @@ impl ClusterRuntime {
             observer,
             hub,
             me: me.clone(),
+            #[cfg(feature = "metrics")]
+            metrics,
         })
     }
 
@@ -228,6 +238,8 @@ impl ClusterRuntime {
             settings,
             self.counter.clone(),
         )));
+        #[cfg(feature = "metrics")]
+        self.metrics.available(0);
         drop(book);
         self.members_changed.send_modify(|g| *g += 1);
     }

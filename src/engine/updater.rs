@@ -57,6 +57,8 @@ impl ClusterRuntime {
         if destination.is_removed() {
             return;
         }
+        #[cfg(feature = "metrics")]
+        self.metrics.outcome(outcome);
         let snapshot = self.cell.load();
         let settings = &snapshot.settings;
         // One clock read serves the observer and the policy.
@@ -433,6 +435,8 @@ impl ClusterRuntime {
             .collect();
         let panic = snapshot.panic;
         let cluster = snapshot.settings.id.clone();
+        #[cfg(feature = "metrics")]
+        self.metrics.available(ids.len());
         self.cell.store(Arc::new(snapshot));
         if book.published && panic != book.panic {
             if panic {

@@ -303,6 +303,7 @@ where
     let (mut failover, pick) = Failover::start(&shared.engine, &shared.calls, &cluster, options)
         .await
         .map_err(|e| BoxError::from(ClientError::from(e)))?;
+    failover.request_method(parts.method.as_str());
     // The body: moved into the only attempt of a request that is not retried, copied for each
     // attempt of one that is (the first takes the copy made above).
     let mut original = Some(body);
