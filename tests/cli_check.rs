@@ -588,3 +588,66 @@ fn json_shows_outlier_detection_and_the_resilience_switches() {
     assert_eq!(plain["outlierDetection"]["consecutive5xx"], 5);
     assert_eq!(plain["outlierDetection"]["baseEjectionTimeMs"], 30000);
 }
+
+// ---------------------------------------------------------------------------------------------
+// --print-config: the configuration as a YARP document that loads again
+
+#[test]
+fn print_config_writes_yarp_json_that_loads_again_to_the_same_config() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir("tests/fixtures/yarp")
+        .expect("fixtures")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.push(PathBuf::from(VALID));
+    files.push(PathBuf::from(HEALTH_POLICIES));
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    let registry = healthpick::PolicyRegistry::default();
+    for (i, file) in files.iter().enumerate() {
+        let name = file.display().to_string();
+        let out = healthpick(&["check", "--print-config", &name]);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        let printed = stdout(&out);
+        let original = healthpick::Config::from_json(&std::fs::read_to_string(file).expect("read"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let loaded = healthpick::Config::from_json(&printed)
+            .unwrap_or_else(|e| panic!("{name}: the printed config does not load: {e}\n{printed}"));
+        assert_eq!(loaded, registry.canonical(&original), "{name}\n{printed}");
+
+        // `healthpick check` accepts it, and printing it again gives the same bytes.
+        let copy = scratch_file(&format!("print_config_{i}.json"), printed.as_bytes());
+        let copy = copy.to_str().expect("UTF-8 path");
+        let out = healthpick(&["check", copy]);
+        assert_eq!(code(&out), 0, "{name}: {}", stdout(&out));
+        let out = healthpick(&["check", "--print-config", copy]);
+        assert_eq!(stdout(&out), printed, "{name}: a fixed point");
+    }
+}
+
+#[test]
+fn print_config_of_an_invalid_file_prints_nothing_on_stdout_and_the_problems_on_stderr() {
+    let out = healthpick(&["check", "--print-config", INVALID]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(err.contains("configuration is INVALID"), "{err}");
+    assert!(
+        err.contains("ReverseProxy:Clusters:billing:LoadBalancingPolicy"),
+        "{err}"
+    );
+    // Warnings go to stderr too; stdout stays one JSON document.
+    let out = healthpick(&["check", "--print-config", BAD_THRESHOLD]);
+    assert_eq!(code(&out), 0);
+    assert!(stderr(&out).contains("warning: "), "{}", stderr(&out));
+    serde_json::from_str::<Value>(&stdout(&out)).expect("stdout is JSON");
+}
+
+#[test]
+fn print_config_is_documented_and_excludes_json() {
+    let out = healthpick(&["check", "--help"]);
+    let text = stdout(&out);
+    assert!(text.contains("--print-config"), "{text}");
+    assert!(text.contains("loads again"), "{text}");
+    let out = healthpick(&["check", "--print-config", "--json", VALID]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}

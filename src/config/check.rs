@@ -4,8 +4,9 @@
 
 use super::diagnostics::{CheckReport, Diagnostic, Diagnostics};
 use super::model::Config;
-use super::read::read;
+use super::read::{read, read_value};
 use super::validate::{sort_in_document_order, validate};
+use crate::jsonc::Json;
 
 /// Whether the policy names a configuration uses exist: implemented by
 /// [`PolicyRegistry`](crate::PolicyRegistry), which resolves each name once and reports the
@@ -23,6 +24,26 @@ pub trait PolicyNames {
 pub fn check(text: &str, policies: &dyn PolicyNames, strict: bool) -> CheckReport {
     let mut diags = Diagnostics::default();
     let config = read(text, &mut diags);
+    finish(config, diags, policies, strict)
+}
+
+/// [`check`] of a document already parsed (`None`: empty), as a serde format gives it.
+pub(crate) fn check_value(
+    document: Option<Json>,
+    policies: &dyn PolicyNames,
+    strict: bool,
+) -> CheckReport {
+    let mut diags = Diagnostics::default();
+    let config = read_value(document, &mut diags);
+    finish(config, diags, policies, strict)
+}
+
+fn finish(
+    config: Option<Config>,
+    mut diags: Diagnostics,
+    policies: &dyn PolicyNames,
+    strict: bool,
+) -> CheckReport {
     if let Some(config) = &config {
         validate(config, &mut diags);
         diags.extend(policies.policy_problems(config));

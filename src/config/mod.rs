@@ -4,6 +4,10 @@
 //! [`Config`]; validation checks it and reports every problem at once (policy names are checked
 //! by the [`PolicyRegistry`](crate::PolicyRegistry) that resolves them); the
 //! [`Engine`](crate::Engine) turns a valid config into runtime state.
+//!
+//! With the `serde` feature, [`Config`] is `Deserialize` (through that same reader and
+//! validation, from any serde format: TOML, YAML, ...) and `Serialize` (the YARP JSON shape,
+//! which loads again to an equal `Config`); see [`Config`]'s documentation.
 
 pub(crate) mod check;
 pub(crate) mod diagnostics;
@@ -18,6 +22,8 @@ pub(crate) mod source_kubernetes;
 pub mod timespan;
 pub(crate) mod tree;
 pub(crate) mod validate;
+#[cfg(feature = "serde")]
+pub(crate) mod yarp_serde;
 
 pub use check::{check, PolicyNames};
 pub use diagnostics::{CheckReport, ConfigError, Diagnostic, Severity};

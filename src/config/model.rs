@@ -39,12 +39,45 @@ pub(crate) const DEFAULT_PASSIVE_POLICY: &str = "TransportFailureRate";
 /// );
 /// assert_eq!(config.clusters().len(), 1);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// # Serde (feature `serde`)
+///
+/// A `Config` is also `serde::Deserialize` and `serde::Serialize` in the YARP shape. Any serde
+/// format (TOML, YAML, ...) loads it exactly as [`Config::from_json`] loads the same document in
+/// JSON: case-insensitive keys, scalars as text, TimeSpans, YARP's defaults, validation against
+/// the built-in policies, every problem in one error. Serializing writes YARP JSON (PascalCase
+/// keys, TimeSpans as `hh:mm:ss[.fffffff]`, policy names as
+/// [`PolicyRegistry::canonical`](crate::PolicyRegistry::canonical) spells them) that loads again
+/// to an equal `Config`.
+///
+/// ```
+/// # #[cfg(feature = "serde")]
+/// # {
+/// use healthpick::Config;
+///
+/// let config: Config = toml::from_str(r#"
+///     [Clusters.payments]
+///     HealthCheck.Passive = { Enabled = "true", ReactivationPeriod = "2m" }
+///     Destinations.eu-1 = { Address = "http://10.0.0.1:8080/" }
+/// "#).unwrap();
+/// let json = serde_json::to_string(&config).unwrap();
+/// assert!(json.contains(r#""ReactivationPeriod":"00:02:00""#));
+/// assert_eq!(Config::from_json(&json).unwrap(), config);
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub(crate) clusters: Vec<ClusterConfig>,
     pub(crate) health_policies: Option<HealthPolicyOptions>,
     /// Key prefix for diagnostics: `ReverseProxy:Clusters` or `Clusters`.
     pub(crate) section: String,
+}
+
+impl Default for Config {
+    /// The same as [`Config::new`].
+    fn default() -> Self {
+        Config::new()
+    }
 }
 
 impl Config {

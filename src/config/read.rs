@@ -16,14 +16,26 @@ use crate::jsonc::{self, Json, JsonKind};
 
 /// Reads a document; problems go to `diags`. `None` when the text is not a JSON object at all.
 pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
-    let root = match jsonc::parse(text) {
-        Ok(Some(
+    match jsonc::parse(text) {
+        Ok(document) => read_value(document, diags),
+        Err(malformed) => {
+            diags.error("", malformed);
+            None
+        }
+    }
+}
+
+/// Reads a document already parsed, by the JSON reader or from any serde format (`None`: an
+/// empty document); problems go to `diags`. `None` when it is not an object at all.
+pub(crate) fn read_value(document: Option<Json>, diags: &mut Diagnostics) -> Option<Config> {
+    let root = match document {
+        Some(
             value @ Json {
                 kind: JsonKind::Object(_),
                 ..
             },
-        )) => Node::from_json(value),
-        Ok(Some(other)) => {
+        ) => Node::from_json(value),
+        Some(other) => {
             let found = match other.kind {
                 JsonKind::Array(_) => "an array",
                 JsonKind::Null => "null",
@@ -35,12 +47,8 @@ pub(crate) fn read(text: &str, diags: &mut Diagnostics) -> Option<Config> {
             );
             return None;
         }
-        Ok(None) => {
+        None => {
             diags.error("", "the document is empty");
-            return None;
-        }
-        Err(malformed) => {
-            diags.error("", malformed);
             return None;
         }
     };
@@ -215,7 +223,8 @@ fn read_destination(r: &mut Reader<'_, '_>, id: &str, body: &Node) -> Destinatio
     dest
 }
 
-fn read_health_policies(node: &Node, diags: &mut Diagnostics) -> HealthPolicyOptions {
+/// Reads a `HealthPolicies` section; what is not set keeps its default.
+pub(crate) fn read_health_policies(node: &Node, diags: &mut Diagnostics) -> HealthPolicyOptions {
     let mut options = HealthPolicyOptions::default();
     let place = Place {
         section: "HealthPolicies",

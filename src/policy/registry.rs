@@ -331,6 +331,60 @@ impl PolicyNames for PolicyRegistry {
     }
 }
 
+impl PolicyRegistry {
+    /// `config` with every policy name this registry knows in its registered spelling
+    /// (`"roundrobin"` becomes `"RoundRobin"`; each entry of a passive list, joined with `", "`).
+    /// Names it does not know, and settings left unset, stay as they are. Names are compared
+    /// case-insensitively, so the result runs exactly the policies `config` runs; it is what the
+    /// serde form of a configuration (feature `serde`) writes and reads back.
+    ///
+    /// ```
+    /// use healthpick::{Config, PolicyRegistry};
+    ///
+    /// let config = Config::from_json(r#"{"Clusters": {"c": {"LoadBalancingPolicy": "roundrobin"}}}"#)?;
+    /// let canonical = PolicyRegistry::default().canonical(&config);
+    /// assert_eq!(canonical.clusters()[0].load_balancing_policy_name(), "RoundRobin");
+    /// # Ok::<(), healthpick::ConfigError>(())
+    /// ```
+    pub fn canonical(&self, config: &Config) -> Config {
+        let mut out = config.clone();
+        for cluster in &mut out.clusters {
+            self.canonicalize_cluster(cluster);
+        }
+        out
+    }
+
+    /// The policy names of one cluster in their registered spelling (see [`canonical`](Self::canonical)).
+    pub(crate) fn canonicalize_cluster(&self, cluster: &mut ClusterConfig) {
+        fn spell<'a>(name: &mut Option<String>, find: impl Fn(&str) -> Option<&'a str>) {
+            if let Some(given) = name.as_mut() {
+                if let Some(registered) = find(given) {
+                    *given = registered.to_string();
+                }
+            }
+        }
+        spell(&mut cluster.load_balancing_policy, |n| {
+            self.load_balancing(n).map(|(r, _)| r)
+        });
+        let hc = &mut cluster.health_check;
+        spell(&mut hc.available_destinations_policy, |n| {
+            self.available_destinations(n).map(|(r, _)| r)
+        });
+        spell(&mut hc.active.policy, |n| self.active(n).map(|(r, _)| r));
+        if let Some(list) = hc.passive.policy.as_mut() {
+            let names: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| self.passive(n).map_or(n, |(registered, _)| registered))
+                .collect();
+            if !names.is_empty() {
+                *list = names.join(", ");
+            }
+        }
+    }
+}
+
 impl Config {
     /// Reads a YARP JSON document (`{"ReverseProxy": {"Clusters": ...}}` or `{"Clusters": ...}`)
     /// and validates it against the built-in policies. To use custom policies, load the document

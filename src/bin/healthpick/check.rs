@@ -1,5 +1,6 @@
 //! `healthpick check FILE`: validate a configuration file like `nginx -t`, reporting every problem
-//! at once; `--json` prints the effective configuration with every default resolved.
+//! at once; `--json` prints the effective configuration with every default resolved;
+//! `--print-config` prints the configuration as a YARP JSON document that loads again.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,14 @@ Output (stdout):
   --json   one JSON object: valid, errors, warnings and the effective configuration of
            every cluster with all defaults resolved (intervals, timeouts, thresholds,
            canonical policy names, outlier detection, probe URIs)
+  --print-config
+           when the file is valid, the configuration as a YARP JSON document: every
+           setting it holds (health checks, policies, HttpClient, HttpRequest, metadata,
+           destinations, discovery sources and tokens, locality tiers, HealthPolicies),
+           PascalCase keys, TimeSpans as hh:mm:ss[.fffffff], canonical policy names;
+           defaults not written in the file stay unwritten. It loads again (with
+           `healthpick check` or Config::from_json) to the same configuration. Problems
+           go to stderr; an invalid file prints nothing on stdout
 
 Exit status:
   0  the configuration is valid (warnings allowed unless --strict)
@@ -36,7 +45,8 @@ Exit status:
 Examples:
   healthpick check appsettings.json
   healthpick check --strict appsettings.json && deploy
-  healthpick check --json appsettings.json | jq '.clusters[].destinations'";
+  healthpick check --json appsettings.json | jq '.clusters[].destinations'
+  healthpick check --print-config appsettings.json > appsettings.canonical.json";
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
@@ -51,6 +61,10 @@ pub(crate) struct CheckArgs {
     /// Print one JSON object with the diagnostics and the effective configuration
     #[arg(long)]
     pub json: bool,
+
+    /// Print the configuration as a YARP JSON document that loads again (problems to stderr)
+    #[arg(long, conflicts_with = "json")]
+    pub print_config: bool,
 }
 
 pub(crate) fn run(args: &CheckArgs) -> ExitCode {
@@ -73,6 +87,9 @@ pub(crate) fn run(args: &CheckArgs) -> ExitCode {
     let registry = PolicyRegistry::default();
     let report = check(&text, &registry, args.strict);
     let valid = report.is_valid();
+    if args.print_config {
+        return print_config(&args.file, &report);
+    }
     let output = if args.json {
         json_output(
             valid,
@@ -88,6 +105,35 @@ pub(crate) fn run(args: &CheckArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// `--print-config`: the configuration as YARP JSON on stdout, problems on stderr.
+fn print_config(file: &Path, report: &CheckReport) -> ExitCode {
+    let config = match &report.config {
+        Some(config) if report.is_valid() => config,
+        _ => {
+            let _ = std::io::stderr().write_all(human_output(file, report).as_bytes());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut stderr = std::io::stderr();
+    for w in &report.warnings {
+        let _ = writeln!(stderr, "warning: {w}");
+    }
+    match serde_json::to_string_pretty(config) {
+        Ok(mut text) => {
+            text.push('\n');
+            emit(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(
+                stderr,
+                "healthpick: error: cannot write the configuration: {e}"
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 
