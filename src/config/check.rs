@@ -4,8 +4,11 @@
 
 use super::diagnostics::{CheckReport, Diagnostic, Diagnostics};
 use super::model::Config;
-use super::read::{read, read_value};
+use super::read::read;
+#[cfg(feature = "serde")]
+use super::read::read_value;
 use super::validate::{sort_in_document_order, validate};
+#[cfg(feature = "serde")]
 use crate::jsonc::Json;
 
 /// Whether the policy names a configuration uses exist: implemented by
@@ -28,6 +31,7 @@ pub fn check(text: &str, policies: &dyn PolicyNames, strict: bool) -> CheckRepor
 }
 
 /// [`check`] of a document already parsed (`None`: empty), as a serde format gives it.
+#[cfg(feature = "serde")]
 pub(crate) fn check_value(
     document: Option<Json>,
     policies: &dyn PolicyNames,

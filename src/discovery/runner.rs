@@ -193,6 +193,7 @@ fn templates(cluster: &ClusterConfig, config: &DiscoveryConfig) -> Vec<Destinati
 )]
 pub(crate) enum Built {
     /// Asked again and again by the polling driver (DNS).
+    #[cfg_attr(not(feature = "dns"), allow(dead_code))]
     Poll(Arc<dyn PollSource>),
     /// Runs its own watch loop (etcd, Consul, Kubernetes).
     Watch(Box<dyn FnOnce(Publisher, RefreshBounds) -> SourceTask + Send>),
