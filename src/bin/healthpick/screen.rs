@@ -401,18 +401,18 @@ fn layout(natural: &[(Column, usize)], total: usize) -> (Vec<(Column, usize)>, u
             .map_or(0, |&(_, w)| w.min(MIN_REASON));
         fixed(cols, gap) + reason <= total
     };
-    let steps: [&dyn Fn(&mut Vec<(Column, usize)>, &mut usize); 5] = [
-        &|cols, _| cols.retain(|(c, _)| *c != Column::InFlight),
-        &|cols, _| cols.retain(|(c, _)| !matches!(c, Column::Source | Column::Discovery)),
-        &|_, gap| *gap = 1,
-        &|cols, _| cols.retain(|(c, _)| *c != Column::Reason),
-        &|cols, _| cols.retain(|(c, _)| *c != Column::Tier),
-    ];
-    for step in steps {
+    // What gives way, in order, until the rest fits.
+    for step in 0..5 {
         if fits(&cols, gap) {
             break;
         }
-        step(&mut cols, &mut gap);
+        match step {
+            0 => cols.retain(|(c, _)| *c != Column::InFlight),
+            1 => cols.retain(|(c, _)| !matches!(c, Column::Source | Column::Discovery)),
+            2 => gap = 1,
+            3 => cols.retain(|(c, _)| *c != Column::Reason),
+            _ => cols.retain(|(c, _)| *c != Column::Tier),
+        }
     }
     // Last, the destination ids, by what is still missing; the state columns stay whatever
     // happens (a screen narrower than them cuts the line at its edge).

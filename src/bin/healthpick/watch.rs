@@ -255,7 +255,7 @@ impl ActiveHealthPolicy for OneRound {
 /// elsewhere.
 enum Output {
     Screen(Box<Screen>),
-    Lines(LiveTable<io::Stdout>),
+    Lines(Box<LiveTable<io::Stdout>>),
 }
 
 impl Output {
@@ -316,7 +316,7 @@ async fn live(path: &Path) -> io::Result<ExitCode> {
             let live = LiveTable::stdout(StatusTable::new())
                 .clock(clock.clone())
                 .reprint_every(Some(Duration::from_secs(30)));
-            Output::Lines(live)
+            Output::Lines(Box::new(live))
         }
     };
     out.note(
