@@ -76,18 +76,22 @@ fn severity(cluster: &ClusterStatus, d: &DestinationStatus) -> u8 {
 }
 
 /// How bad a cluster looks, worst (0) first: in panic or without an available destination, then
-/// by its worst destination.
+/// by its worst destination; a stale source or a held change counts as a degraded destination.
 fn cluster_severity(c: &ClusterStatus) -> u8 {
     if c.panic || !c.destinations.iter().any(|d| d.available) {
-        0
-    } else {
-        1 + c
-            .destinations
-            .iter()
-            .map(|d| severity(c, d))
-            .min()
-            .unwrap_or(0)
+        return 0;
     }
+    let worst = c
+        .destinations
+        .iter()
+        .map(|d| severity(c, d))
+        .min()
+        .unwrap_or(0);
+    let troubled_source = c
+        .sources
+        .iter()
+        .any(|s| s.stale_since.is_some() || s.held.is_some());
+    1 + if troubled_source { worst.min(2) } else { worst }
 }
 
 /// `status` with its clusters and their destinations in `order` (sorts are stable: ties keep
@@ -1012,7 +1016,7 @@ mod tests {
         let mut status = status();
         let mut discovered = destination("10.0.0.7:8080", 0, HealthState::Healthy);
         discovered.source = "dns".to_string();
-        discovered.discovery = DiscoveryHealth::Draining;
+        discovered.discovery = DiscoveryHealth::Healthy;
         let mut search = cluster("search", vec![discovered]);
         search.sources.push(SourceStatus {
             name: "dns".to_string(),
@@ -1027,6 +1031,8 @@ mod tests {
             endpoints: 1,
             held: None,
         });
+        let calm = cluster("calm", vec![destination("calm-1", 0, HealthState::Healthy)]);
+        status.clusters.push(calm);
         status.clusters.push(search);
         let buffer = render(&view(status), 200, 50);
         let lines = text_rows(&buffer);
@@ -1052,8 +1058,11 @@ mod tests {
             "search  1/1 available · tier 0 Healthy · source dns: 1, answered 8.0s ago · \
              STALE for 3.0s: timed out",
         );
+        let (search_y, _) = find(&lines, "search  1/1");
+        let (calm_y, _) = find(&lines, "calm  1/1");
+        assert!(search_y < calm_y, "a stale source comes first: {text}");
         let (_, row) = row_of(&lines, "10.0.0.7:8080");
-        assert!(row.contains("dns") && row.contains("Draining"), "{row}");
+        assert!(row.contains(" dns ") && row.contains(" Healthy "), "{row}");
         find(&lines, "sort: unhealthy first (s)");
         find(&lines, "[  2.0s] orders/local-1");
         assert!(lines.len() == 50 && text.contains("RECENT CHANGES"));
