@@ -296,7 +296,7 @@ const ALL_COLUMNS: [Column; 10] = [
 ];
 
 /// The reason column is cut down to this before any other column gives way.
-const MIN_REASON: usize = 12;
+const MIN_REASON: usize = 20;
 /// Destination ids are cut down to this, last of all.
 const MIN_DESTINATION: usize = 6;
 
@@ -966,7 +966,10 @@ mod tests {
         );
         // The reason is there, as why, cut with an ellipsis at the screen's edge.
         let (_, down) = row_of(&lines, "local-2");
-        assert!(down.contains("  no            probe connect"), "{down}");
+        assert!(
+            down.contains(" no ") && down.contains(" probe connect error"),
+            "{down}"
+        );
         assert!(down.ends_with('…'), "{down}");
         assert!(!down.contains("consecutive failures"), "{down}");
         // Summary lines, the cluster in panic first, then Unhealthy before Healthy.
