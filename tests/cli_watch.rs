@@ -318,9 +318,23 @@ fn help_explains_the_table_exit_statuses_and_shows_examples() {
 
 #[test]
 fn live_mode_on_a_pipe_prints_timestamped_changes_and_tables() {
+    live_on_a_pipe_until("INT", "Ctrl-C");
+}
+
+#[test]
+fn sigterm_ends_the_live_mode_with_a_final_table_as_ctrl_c_does() {
+    live_on_a_pipe_until("TERM", "SIGTERM");
+}
+
+/// Runs the live mode on a pipe until its one destination shows Healthy, then sends `signal`
+/// and checks the end: exit 0, a `stopped (why)` line and a final table.
+fn live_on_a_pipe_until(signal: &str, why: &str) {
     let servers = Servers::new();
     let up = servers.health(StatusCode::OK, HEALTHY);
-    let path = config_file("live", &[probed_cluster("orders", &[("up", &up, 0)])]);
+    let path = config_file(
+        &format!("live_{signal}"),
+        &[probed_cluster("orders", &[("up", &up, 0)])],
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_healthpick"))
         .args(["watch", path.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -349,10 +363,10 @@ fn live_mode_on_a_pipe_prints_timestamped_changes_and_tables() {
             Err(_) => break,
         }
     }
-    // Ctrl-C (SIGINT) ends the watch cleanly: exit 0 after a final table.
+    // Ctrl-C (SIGINT) or SIGTERM ends the watch cleanly: exit 0 after a final table.
     let before = seen.len();
     let interrupted = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .is_ok_and(|s| s.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -372,15 +386,20 @@ fn live_mode_on_a_pipe_prints_timestamped_changes_and_tables() {
     }
     let text = seen.join("\n");
     assert!(done, "no table row showing `up` Healthy in:\n{text}");
-    assert!(interrupted, "could not send SIGINT");
+    assert!(interrupted, "could not send SIG{signal}");
     assert_eq!(
         exit.and_then(|s| s.code()),
         Some(0),
-        "Ctrl-C exits 0:\n{text}"
+        "{why} exits 0:\n{text}"
     );
+    let end = &seen[before..];
+    let stopped = end
+        .iter()
+        .position(|l| l.ends_with(&format!("s] stopped ({why})")))
+        .unwrap_or_else(|| panic!("no `stopped ({why})` line after the signal:\n{text}"));
     assert!(
-        seen[before..].iter().any(|l| l.contains("orders   up ")),
-        "a final table after Ctrl-C:\n{text}"
+        end[stopped..].iter().any(|l| l.contains("orders   up ")),
+        "a final table after {why}:\n{text}"
     );
     assert!(
         seen.iter().all(|l| l.starts_with('[') && l.contains("s] ")),
@@ -390,5 +409,10 @@ fn live_mode_on_a_pipe_prints_timestamped_changes_and_tables() {
     assert!(
         text.contains("orders/up: active Unknown -> Healthy (probe HTTP 200 (Healthy)"),
         "{text}"
+    );
+    // The reported part was set by the same probe: no second line saying so.
+    assert!(
+        !text.contains("orders/up: reported"),
+        "the reported part's echo of the active change is not printed:\n{text}"
     );
 }
