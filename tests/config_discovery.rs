@@ -2,6 +2,9 @@
 //! source or several, every default, every bad value an error naming cluster, key path and
 //! value, unknown keys warned about.
 
+// Some tests need the `dns` or `kubernetes` feature; without them their imports go unused.
+#![cfg_attr(not(all(feature = "dns", feature = "kubernetes")), allow(unused_imports))]
+
 use std::time::Duration;
 
 use healthpick::config::{
@@ -17,6 +20,7 @@ fn errors(text: &str) -> Vec<String> {
     report(text).errors.iter().map(|d| d.to_string()).collect()
 }
 
+#[cfg(feature = "dns")]
 #[test]
 fn a_dns_source_reads_every_setting_and_defaults_the_rest() {
     let text = r#"{"Clusters": {"payments": {
@@ -73,6 +77,7 @@ fn a_dns_source_reads_every_setting_and_defaults_the_rest() {
     );
 }
 
+#[cfg(feature = "dns")]
 #[test]
 fn several_sources_are_an_array_and_need_distinct_names() {
     let text = r#"{"Clusters": {"c": {"Discovery": [
@@ -249,6 +254,7 @@ fn every_bad_etcd_and_consul_value_is_named_at_once() {
     );
 }
 
+#[cfg(feature = "kubernetes")]
 #[test]
 fn kubernetes_sources_read_every_setting_and_name_every_bad_value() {
     let config = Config::from_json(
