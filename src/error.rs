@@ -2,6 +2,7 @@
 
 /// Why a pick (or a call naming a cluster) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PickError {
     /// The cluster has no destination that may receive traffic (YARP answers 503 here).
     #[error("no available destinations in cluster `{cluster}`")]
@@ -63,6 +64,7 @@ impl PickError {
 /// Why [`Engine::set_destinations`](crate::Engine::set_destinations) or a
 /// [`Publisher`](crate::discovery::Publisher) changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DestinationsError {
     /// No cluster has this id.
     UnknownCluster {

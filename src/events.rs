@@ -160,6 +160,7 @@ impl fmt::Display for Release {
 
 /// A change event, stamped with the engine clock.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct HealthEvent {
     /// Engine-clock time of the change.
     pub at: Duration,
@@ -167,4 +168,16 @@ pub struct HealthEvent {
     pub cluster: Arc<str>,
     /// What changed.
     pub kind: HealthEventKind,
+}
+
+impl HealthEvent {
+    /// An event of `cluster` at engine-clock time `at` (for tests and custom tools: the engine
+    /// makes its own).
+    pub fn new(at: Duration, cluster: impl Into<Arc<str>>, kind: HealthEventKind) -> Self {
+        HealthEvent {
+            at,
+            cluster: cluster.into(),
+            kind,
+        }
+    }
 }

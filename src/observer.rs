@@ -17,6 +17,7 @@ use crate::health::state::HealthState;
 
 /// What a policy evaluation judged.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum Evaluated<'a> {
     /// The active policy judged one probe of a round.
     Probe(&'a ProbeResult),
@@ -26,6 +27,7 @@ pub enum Evaluated<'a> {
 
 /// One policy evaluation of one destination, whether or not it changed anything.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Evaluation<'a> {
     /// Engine-clock time.
     pub at: Duration,

@@ -3,7 +3,10 @@
 //! value, unknown keys warned about.
 
 // Some tests need the `dns` or `kubernetes` feature; without them their imports go unused.
-#![cfg_attr(not(all(feature = "dns", feature = "kubernetes")), allow(unused_imports))]
+#![cfg_attr(
+    not(all(feature = "dns", feature = "kubernetes")),
+    allow(unused_imports)
+)]
 
 use std::time::Duration;
 

@@ -11,6 +11,7 @@ use crate::error::PickError;
 
 /// One attempt of a call that did not give the caller its answer.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AttemptFailure {
     /// The destination tried.
     pub destination: String,
@@ -128,6 +129,7 @@ impl std::error::Error for AttemptError {
 
 /// Why a call through [`HealthAwareClient`](crate::HealthAwareClient) or the middleware failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// Nothing was sent: the cluster is unknown or has no destination that may receive traffic.
     #[error(transparent)]

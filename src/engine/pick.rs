@@ -18,6 +18,7 @@ use crate::selection::group::best_group_excluding;
 
 /// The best group of a cluster with its summary status.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct BestEndpoints {
     /// The destinations of the best class and lowest tier, in member order.
     pub destinations: Vec<Arc<Destination>>,

@@ -16,7 +16,8 @@ use crate::health::state::{DiscoveryHealth, HealthClass, HealthState, ReportedHe
 use crate::ids::eq_ignore_case;
 
 /// Every cluster at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
+#[non_exhaustive]
 pub struct EngineStatus {
     /// Engine-clock time of the view.
     pub at: Duration,
@@ -29,6 +30,7 @@ pub struct EngineStatus {
 
 /// The engine's configuration at one moment: the load in force and the last one refused since.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ConfigStatus {
     /// Configurations applied so far (0: none yet). A reload that is refused does not count.
     pub generation: u64,
@@ -44,7 +46,8 @@ pub struct ConfigStatus {
 }
 
 /// A refused configuration load: the configuration in force stayed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[non_exhaustive]
 pub struct ConfigRejection {
     /// Engine-clock time of the refusal.
     pub at: Duration,
@@ -63,7 +66,8 @@ impl EngineStatus {
 }
 
 /// One cluster at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
+#[non_exhaustive]
 pub struct ClusterStatus {
     /// Cluster id.
     pub id: String,
@@ -86,7 +90,8 @@ pub struct ClusterStatus {
 }
 
 /// One discovery source of a cluster at one moment (SPEC §13).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
+#[non_exhaustive]
 pub struct SourceStatus {
     /// The source's name (unique in its cluster).
     pub name: String,
@@ -114,6 +119,7 @@ pub struct SourceStatus {
 
 /// A change the update guard holds (SPEC §13).
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct HeldStatus {
     /// Why it is held.
     pub reason: HeldReason,
@@ -135,7 +141,8 @@ impl ClusterStatus {
 }
 
 /// One destination at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
+#[non_exhaustive]
 pub struct DestinationStatus {
     /// Destination id.
     pub id: String,

@@ -2,6 +2,7 @@
 
 /// How a finished request to a destination went (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RequestOutcome {
     /// The request completed (any response the caller considers fine).
     Success,

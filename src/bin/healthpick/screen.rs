@@ -812,46 +812,40 @@ mod tests {
     use ratatui::Terminal;
 
     fn destination(id: &str, tier: u32, active: HealthState) -> DestinationStatus {
-        DestinationStatus {
-            id: id.to_string(),
-            address: format!("http://{id}/"),
-            source: "config".to_string(),
-            tier,
-            active,
-            passive: HealthState::Unknown,
-            reported: (active == HealthState::Healthy).then_some(ReportedHealth::Healthy),
-            available: active != HealthState::Unhealthy,
-            in_best_group: active == HealthState::Healthy && tier == 0,
-            in_flight: 0,
-            last_change: Some(Duration::from_secs(2)),
-            last_reason: Some(format!(
-                "active Unknown -> {active}: probe HTTP 200 (Healthy)"
-            )),
-            last_probe: Some(Duration::from_secs(2)),
-            last_probe_result: None,
-            last_error: None,
-            discovery: DiscoveryHealth::Unknown,
-            last_seen: None,
-            locality: "-".to_string(),
-            last_probe_succeeded: Some(active == HealthState::Healthy),
-        }
+        // Field by field: the status types are non-exhaustive (they may grow).
+        let mut d = DestinationStatus::default();
+        d.id = id.to_string();
+        d.address = format!("http://{id}/");
+        d.source = "config".to_string();
+        d.tier = tier;
+        d.active = active;
+        d.passive = HealthState::Unknown;
+        d.reported = (active == HealthState::Healthy).then_some(ReportedHealth::Healthy);
+        d.available = active != HealthState::Unhealthy;
+        d.in_best_group = active == HealthState::Healthy && tier == 0;
+        d.last_change = Some(Duration::from_secs(2));
+        d.last_reason = Some(format!(
+            "active Unknown -> {active}: probe HTTP 200 (Healthy)"
+        ));
+        d.last_probe = Some(Duration::from_secs(2));
+        d.discovery = DiscoveryHealth::Unknown;
+        d.locality = "-".to_string();
+        d.last_probe_succeeded = Some(active == HealthState::Healthy);
+        d
     }
 
     const LONG_REASON: &str = "active Healthy -> Unhealthy: probe connect error (Connection \
                                refused), 2 consecutive failures";
 
     fn cluster(id: &str, destinations: Vec<DestinationStatus>) -> ClusterStatus {
-        ClusterStatus {
-            id: id.to_string(),
-            load_balancing_policy: "PowerOfTwoChoices".to_string(),
-            available_destinations_policy: "HealthyOrPanic".to_string(),
-            active_enabled: true,
-            passive_enabled: false,
-            panic: false,
-            best_class: Some(HealthClass::Healthy),
-            sources: Vec::new(),
-            destinations,
-        }
+        let mut c = ClusterStatus::default();
+        c.id = id.to_string();
+        c.load_balancing_policy = "PowerOfTwoChoices".to_string();
+        c.available_destinations_policy = "HealthyOrPanic".to_string();
+        c.active_enabled = true;
+        c.best_class = Some(HealthClass::Healthy);
+        c.destinations = destinations;
+        c
     }
 
     /// `orders`: local-1 Healthy (best), local-2 Unhealthy with a long reason, remote-1 Healthy
@@ -873,11 +867,11 @@ mod tests {
         let mut payments = cluster("payments", vec![only]);
         payments.panic = true;
         payments.best_class = Some(HealthClass::Unhealthy);
-        EngineStatus {
-            at: Duration::from_secs(12),
-            config: ConfigStatus::default(),
-            clusters: vec![orders, payments],
-        }
+        let mut status = EngineStatus::default();
+        status.at = Duration::from_secs(12);
+        status.config = ConfigStatus::default();
+        status.clusters = vec![orders, payments];
+        status
     }
 
     fn view(status: EngineStatus) -> View {
@@ -1021,19 +1015,18 @@ mod tests {
         discovered.source = "dns".to_string();
         discovered.discovery = DiscoveryHealth::Healthy;
         let mut search = cluster("search", vec![discovered]);
-        search.sources.push(SourceStatus {
-            name: "dns".to_string(),
-            kind: "Dns".to_string(),
-            target: "search.svc A/AAAA".to_string(),
-            answered: true,
-            last_success: Some(Duration::from_secs(4)),
-            age: Some(Duration::from_secs(8)),
-            last_error: Some((Duration::from_secs(9), "timed out".to_string())),
-            stale_since: Some(Duration::from_secs(9)),
-            generation: 3,
-            endpoints: 1,
-            held: None,
-        });
+        let mut dns = SourceStatus::default();
+        dns.name = "dns".to_string();
+        dns.kind = "Dns".to_string();
+        dns.target = "search.svc A/AAAA".to_string();
+        dns.answered = true;
+        dns.last_success = Some(Duration::from_secs(4));
+        dns.age = Some(Duration::from_secs(8));
+        dns.last_error = Some((Duration::from_secs(9), "timed out".to_string()));
+        dns.stale_since = Some(Duration::from_secs(9));
+        dns.generation = 3;
+        dns.endpoints = 1;
+        search.sources.push(dns);
         let calm = cluster("calm", vec![destination("calm-1", 0, HealthState::Healthy)]);
         status.clusters.push(calm);
         status.clusters.push(search);

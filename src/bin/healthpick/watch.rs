@@ -491,10 +491,10 @@ mod tests {
         from: PartValue,
         to: PartValue,
     ) -> HealthEvent {
-        HealthEvent {
-            at: Duration::from_secs(at),
-            cluster: "orders".into(),
-            kind: HealthEventKind::HealthChanged {
+        HealthEvent::new(
+            Duration::from_secs(at),
+            "orders",
+            HealthEventKind::HealthChanged {
                 destination: destination.into(),
                 part,
                 from,
@@ -504,7 +504,7 @@ mod tests {
                     consecutive_failures: 1,
                 },
             },
-        }
+        )
     }
 
     fn reported(
