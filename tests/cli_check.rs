@@ -231,12 +231,28 @@ fn valid_appsettings_passes_with_counts() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_eq!(
         stdout(&out),
-        format!("{VALID}: configuration is valid (4 clusters, 6 destinations)\n")
+        format!(
+            "{VALID}: configuration is valid (4 clusters, 6 destinations)\n\
+             warning: {MAX_CONNECTIONS_PATH}: {MAX_CONNECTIONS_NOT_APPLIED}\n"
+        )
     );
     assert!(out.stderr.is_empty());
-    // Nothing to complain about, so strict mode agrees.
-    assert_eq!(code(&healthpick(&["check", "--strict", VALID])), 0);
+    // The one warning: YARP applies MaxConnectionsPerServer, healthpick does not. Strict mode
+    // makes it an error.
+    let strict = healthpick(&["check", "--strict", VALID]);
+    assert_eq!(code(&strict), 1);
+    assert_eq!(
+        stdout(&strict),
+        format!(
+            "{VALID}: configuration is INVALID (1 error)\n\
+             error: {MAX_CONNECTIONS_PATH}: {MAX_CONNECTIONS_NOT_APPLIED}\n"
+        )
+    );
 }
+
+const MAX_CONNECTIONS_PATH: &str =
+    "ReverseProxy:Clusters:orders:HttpClient:MaxConnectionsPerServer";
+const MAX_CONNECTIONS_NOT_APPLIED: &str = "cluster `orders`: MaxConnectionsPerServer is a YARP setting that healthpick does not apply: connections are pooled by reqwest, with no per-server limit";
 
 #[test]
 fn json_resolves_every_default_of_the_valid_file() {
@@ -244,7 +260,10 @@ fn json_resolves_every_default_of_the_valid_file() {
     assert_eq!(status, 0);
     assert_eq!(v["valid"], true);
     assert_eq!(v["errors"], serde_json::json!([]));
-    assert_eq!(v["warnings"], serde_json::json!([]));
+    assert_eq!(
+        v["warnings"],
+        serde_json::json!([{"path": MAX_CONNECTIONS_PATH, "message": MAX_CONNECTIONS_NOT_APPLIED}])
+    );
     let clusters = v["clusters"].as_object().unwrap();
     assert_eq!(clusters.len(), 4);
 
@@ -279,7 +298,8 @@ fn json_resolves_every_default_of_the_valid_file() {
         dests["orders-eu-1"],
         serde_json::json!({
             "address": "https://localhost:10000/", "health": null, "host": null, "priority": 0,
-            "weight": 1.0, "probeUri": "https://localhost:10000/api/health/?key=value"
+            "weight": 1.0, "probeUri": "https://localhost:10000/api/health/?key=value",
+            "metadata": {}
         })
     );
     assert_eq!(dests["orders-eu-2"]["host"], "orders.internal");
