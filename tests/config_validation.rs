@@ -1403,3 +1403,34 @@ fn check_section_reads_another_section_and_names_a_missing_one() {
         "no section `External` in `Gateway` (its keys: `Internal`); did you mean `Internal`?"
     );
 }
+
+/// Discovery sections warn about every unknown key (they are healthpick's own); a close one
+/// says which key it meant.
+#[test]
+fn a_misspelt_discovery_key_says_which_key_it_meant() {
+    let text = payments(
+        r#""Discovery": { "Type": "Dns", "Name": "payments.service", "Port": 8080,
+                          "MinRefesh": "00:00:10", "Colour": "blue" },
+           "Destinations": {}"#,
+    );
+    let report = check(&text);
+    let warnings: Vec<(&str, &str)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.path.as_str(), w.message.as_str()))
+        .collect();
+    assert!(
+        warnings.contains(&(
+            "ReverseProxy:Clusters:payments:Discovery:MinRefesh",
+            "cluster `payments`: unknown key `MinRefesh`; did you mean `MinRefresh`?"
+        )),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings.iter().any(
+            |(p, m)| *p == "ReverseProxy:Clusters:payments:Discovery:Colour"
+                && m.contains("`Colour` is not a key of this section and is ignored (known: ")
+        ),
+        "{warnings:#?}"
+    );
+}
