@@ -14,6 +14,7 @@ use reqwest::header::{HeaderMap, HeaderValue, HOST, USER_AGENT};
 use reqwest::{Method, Version};
 use url::Url;
 
+use crate::config::http_version::{parse_http_version, HttpVersion};
 use crate::config::model::ClusterConfig;
 use crate::destination::Destination;
 use crate::health::payload::HealthPayload;
@@ -111,11 +112,12 @@ impl ProbeRequestFactory for DefaultProbeRequestFactory {
     }
 }
 
-/// `HttpRequest:Version` as YARP writes it (`"1.1"`, `"2"`, `"2.0"`); anything else is HTTP/1.1.
+/// `HttpRequest:Version` as YARP reads it (`"1.0"`, `"1.1"`, `"2"`, `"2.0"`); anything else,
+/// HTTP/3 included (which probes do not speak; validation warns), is HTTP/1.1.
 fn http_version(setting: Option<&str>) -> Version {
-    match setting.map(str::trim) {
-        Some("2") | Some("2.0") => Version::HTTP_2,
-        Some("1.0") => Version::HTTP_10,
+    match setting.map(parse_http_version) {
+        Some(HttpVersion::Supported(2, 0)) => Version::HTTP_2,
+        Some(HttpVersion::Supported(1, 0)) => Version::HTTP_10,
         _ => Version::HTTP_11,
     }
 }

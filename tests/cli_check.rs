@@ -231,12 +231,28 @@ fn valid_appsettings_passes_with_counts() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_eq!(
         stdout(&out),
-        format!("{VALID}: configuration is valid (4 clusters, 6 destinations)\n")
+        format!(
+            "{VALID}: configuration is valid (4 clusters, 6 destinations)\n\
+             warning: {MAX_CONNECTIONS_PATH}: {MAX_CONNECTIONS_NOT_APPLIED}\n"
+        )
     );
     assert!(out.stderr.is_empty());
-    // Nothing to complain about, so strict mode agrees.
-    assert_eq!(code(&healthpick(&["check", "--strict", VALID])), 0);
+    // The one warning: YARP applies MaxConnectionsPerServer, healthpick does not. Strict mode
+    // makes it an error.
+    let strict = healthpick(&["check", "--strict", VALID]);
+    assert_eq!(code(&strict), 1);
+    assert_eq!(
+        stdout(&strict),
+        format!(
+            "{VALID}: configuration is INVALID (1 error)\n\
+             error: {MAX_CONNECTIONS_PATH}: {MAX_CONNECTIONS_NOT_APPLIED}\n"
+        )
+    );
 }
+
+const MAX_CONNECTIONS_PATH: &str =
+    "ReverseProxy:Clusters:orders:HttpClient:MaxConnectionsPerServer";
+const MAX_CONNECTIONS_NOT_APPLIED: &str = "cluster `orders`: MaxConnectionsPerServer is a YARP setting that healthpick does not apply: connections are pooled by reqwest, with no per-server limit";
 
 #[test]
 fn json_resolves_every_default_of_the_valid_file() {
@@ -244,7 +260,10 @@ fn json_resolves_every_default_of_the_valid_file() {
     assert_eq!(status, 0);
     assert_eq!(v["valid"], true);
     assert_eq!(v["errors"], serde_json::json!([]));
-    assert_eq!(v["warnings"], serde_json::json!([]));
+    assert_eq!(
+        v["warnings"],
+        serde_json::json!([{"path": MAX_CONNECTIONS_PATH, "message": MAX_CONNECTIONS_NOT_APPLIED}])
+    );
     let clusters = v["clusters"].as_object().unwrap();
     assert_eq!(clusters.len(), 4);
 
@@ -279,7 +298,8 @@ fn json_resolves_every_default_of_the_valid_file() {
         dests["orders-eu-1"],
         serde_json::json!({
             "address": "https://localhost:10000/", "health": null, "host": null, "priority": 0,
-            "weight": 1.0, "probeUri": "https://localhost:10000/api/health/?key=value"
+            "weight": 1.0, "probeUri": "https://localhost:10000/api/health/?key=value",
+            "metadata": {}
         })
     );
     assert_eq!(dests["orders-eu-2"]["host"], "orders.internal");
@@ -650,4 +670,237 @@ fn print_config_is_documented_and_excludes_json() {
     assert!(text.contains("loads again"), "{text}");
     let out = healthpick(&["check", "--print-config", "--json", VALID]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// mistakes YARP refuses or that silently change behaviour (issue 18 point 2)
+
+const ONE_CLUSTER: &str = r#"{ "ReverseProxy": { "Clusters": { "payments": {
+  "HealthCheck": { "Active": { "Enabled": true, "Interval": "00:00:15", "Timeout": "00:00:05" } },
+  "HttpRequest": { "Version": "VERSION" },
+  "HttpClient": { "MaxConnectionsPerServer": MAX },
+  "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/", "Priority": 1 } } } } } }"#;
+
+fn one_cluster(name: &str, version: &str, max: &str) -> PathBuf {
+    let text = ONE_CLUSTER.replace("VERSION", version).replace("MAX", max);
+    scratch_file(name, text.as_bytes())
+}
+
+#[test]
+fn versions_yarp_refuses_and_a_zero_connection_limit_are_errors() {
+    for (i, version) in ["1.9", "2.5", "3.1", "20"].iter().enumerate() {
+        let file = one_cluster(&format!("version-{i}.json"), version, "10");
+        let out = healthpick(&["check", file.to_str().unwrap()]);
+        assert_eq!(code(&out), 1, "{version}: {}", stdout(&out));
+        let read_as = if *version == "20" {
+            " (read as 20.0)"
+        } else {
+            ""
+        };
+        assert!(
+            stdout(&out).contains(&format!(
+                "error: ReverseProxy:Clusters:payments:HttpRequest:Version: cluster `payments`: Version `{version}`{read_as} is not any of supported HTTP versions (1.0, 1.1, 2 and 3)\n"
+            )),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let file = one_cluster("max-zero.json", "2", "0");
+    let out = healthpick(&["check", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}: configuration is INVALID (1 error)\n\
+             error: ReverseProxy:Clusters:payments:HttpClient:MaxConnectionsPerServer: cluster `payments`: MaxConnectionsPerServer `0` must be positive (a connection count: 1, 2, ...)\n",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn a_misspelt_key_is_a_did_you_mean_warning_and_fails_strict() {
+    let text = ONE_CLUSTER
+        .replace("\"Priority\"", "\"Priorty\"")
+        .replace("\"HttpClient\": { \"MaxConnectionsPerServer\": MAX },", "")
+        .replace("VERSION", "2");
+    let file = scratch_file("misspelt.json", text.as_bytes());
+    let name = file.to_str().unwrap();
+    let line = "ReverseProxy:Clusters:payments:Destinations:eu-1:Priorty: cluster `payments`: destination `eu-1`: unknown key `Priorty`; did you mean `Priority`?";
+    let out = healthpick(&["check", name]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{name}: configuration is valid (1 cluster, 1 destination)\nwarning: {line}\n")
+    );
+    let strict = healthpick(&["check", "--strict", name]);
+    assert_eq!(code(&strict), 1);
+    assert_eq!(
+        stdout(&strict),
+        format!("{name}: configuration is INVALID (1 error)\nerror: {line}\n")
+    );
+    let (status, v) = check_json(name, &["--strict"]);
+    assert_eq!(status, 1);
+    assert_eq!(
+        paths(&v["errors"]),
+        ["ReverseProxy:Clusters:payments:Destinations:eu-1:Priorty"]
+    );
+}
+
+#[test]
+fn a_timeout_of_ten_minutes_against_a_15_second_interval_is_a_warning() {
+    let text = ONE_CLUSTER
+        .replace("\"00:00:05\"", "\"00:10\"")
+        .replace("\"HttpClient\": { \"MaxConnectionsPerServer\": MAX },", "")
+        .replace("VERSION", "2");
+    let file = scratch_file("timeout-minutes.json", text.as_bytes());
+    let out = healthpick(&["check", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains(
+        "warning: ReverseProxy:Clusters:payments:HealthCheck:Active:Timeout: cluster `payments`: Timeout (10m) is not shorter than Interval (15s)"
+    ), "{}", stdout(&out));
+}
+
+#[test]
+fn section_picks_another_configuration_section() {
+    let text = r#"{
+      "ReverseProxy": { "Clusters": { "public": { "Destinations": { "p": { "Address": "http://10.0.0.9/" } } } } },
+      "ReverseProxy2": { "Clusters": {
+        "payments": { "Destinations": { "eu-1": { "Address": "http://10.0.0.1/" }, "eu-2": { "Address": "http://10.0.0.2/" } } } } }
+    }"#;
+    let file = scratch_file("two-sections.json", text.as_bytes());
+    let name = file.to_str().unwrap();
+    let out = healthpick(&["check", "--section", "ReverseProxy2", name]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{name}: configuration is valid (1 cluster, 2 destinations)\n")
+    );
+    let (_, v) = check_json(name, &["--section", "ReverseProxy2"]);
+    assert_eq!(v["section"], "ReverseProxy2:Clusters");
+    assert_eq!(
+        v["clusters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["payments"]
+    );
+    // Without it, ReverseProxy as before.
+    let (_, v) = check_json(name, &[]);
+    assert_eq!(v["section"], "ReverseProxy:Clusters");
+    assert!(v["clusters"]["public"].is_object());
+
+    let out = healthpick(&["check", "--section", "ReverseProxy3", name]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{name}: configuration is INVALID (1 error)\n\
+             error: ReverseProxy3: no section `ReverseProxy3` in the document (its keys: `ReverseProxy`, `ReverseProxy2`); did you mean `ReverseProxy`?\n"
+        )
+    );
+
+    // --print-config writes the section back, and it loads again with --section.
+    let out = healthpick(&[
+        "check",
+        "--print-config",
+        "--section",
+        "ReverseProxy2",
+        name,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        printed["ReverseProxy2"]["Clusters"]["payments"].is_object(),
+        "{printed}"
+    );
+    let again = scratch_file("two-sections-printed.json", stdout(&out).as_bytes());
+    let out2 = healthpick(&[
+        "check",
+        "--print-config",
+        "--section",
+        "ReverseProxy2",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(stdout(&out2), stdout(&out));
+}
+
+#[test]
+fn json_includes_http_client_http_request_health_policies_and_metadata() {
+    let (status, v) = check_json(VALID, &[]);
+    assert_eq!(status, 0);
+    let orders = &v["clusters"]["orders"];
+    assert_eq!(
+        orders["httpClient"],
+        serde_json::json!({ "dangerousAcceptAnyServerCertificate": false, "maxConnectionsPerServer": 1024 })
+    );
+    assert_eq!(
+        orders["httpRequest"],
+        serde_json::json!({ "version": "2", "probeVersion": "2", "activityTimeoutMs": 60000 })
+    );
+    assert_eq!(
+        orders["metadata"],
+        serde_json::json!({
+            "consecutiveFailuresHealthPolicy.threshold": " 5 ",
+            "TRANSPORTFAILURERATEHEALTHPOLICY.RATELIMIT": "0.5"
+        })
+    );
+    // Nothing set: the defaults.
+    let catalog = &v["clusters"]["catalog"];
+    assert_eq!(
+        catalog["httpClient"],
+        serde_json::json!({ "dangerousAcceptAnyServerCertificate": false, "maxConnectionsPerServer": null })
+    );
+    assert_eq!(
+        catalog["httpRequest"],
+        serde_json::json!({ "version": null, "probeVersion": "1.1", "activityTimeoutMs": null })
+    );
+    assert_eq!(catalog["metadata"], serde_json::json!({}));
+    assert_eq!(
+        v["healthPolicies"],
+        serde_json::json!({
+            "fromFile": false, "detectionWindowSizeMs": 60000, "minimalTotalCountThreshold": 10,
+            "defaultFailureRateLimit": 0.3, "consecutiveFailuresThreshold": 2.0,
+            "defaultIntervalMs": 15000, "defaultTimeoutMs": 10000,
+            "defaultReactivationPeriodMs": 60000
+        })
+    );
+    let (_, v) = check_json(HEALTH_POLICIES, &[]);
+    assert_eq!(
+        v["healthPolicies"],
+        serde_json::json!({
+            "fromFile": true, "detectionWindowSizeMs": 300000, "minimalTotalCountThreshold": 10,
+            "defaultFailureRateLimit": 0.25, "consecutiveFailuresThreshold": 4.0,
+            "defaultIntervalMs": 20000, "defaultTimeoutMs": 3000,
+            "defaultReactivationPeriodMs": 90000
+        })
+    );
+    // Destination metadata and weights.
+    let text = r#"{ "Clusters": { "c": { "Destinations": {
+      "a": { "Address": "http://10.0.0.1/", "Metadata": { "Weight": "3", "Zone": "eu-1a" } },
+      "b": { "Address": "http://10.0.0.2/", "Priority": 2 } } } } }"#;
+    let file = scratch_file("weights.json", text.as_bytes());
+    let (_, v) = check_json(file.to_str().unwrap(), &[]);
+    let a = &v["clusters"]["c"]["destinations"]["a"];
+    assert_eq!(a["weight"].as_f64(), Some(3.0));
+    assert_eq!(
+        a["metadata"],
+        serde_json::json!({ "Weight": "3", "Zone": "eu-1a" })
+    );
+    let b = &v["clusters"]["c"]["destinations"]["b"];
+    assert_eq!(
+        (b["priority"].as_u64(), b["weight"].as_f64()),
+        (Some(2), Some(1.0))
+    );
+    assert_eq!(v["section"], "Clusters");
+}
+
+#[test]
+fn check_help_documents_section_and_the_new_warnings() {
+    let out = healthpick(&["check", "--help"]);
+    let text = stdout(&out);
+    for part in ["--section <NAME>", "did you mean", "Timeout", "does not"] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
 }

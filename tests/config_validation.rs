@@ -992,3 +992,445 @@ fn a_zero_activity_timeout_built_in_code_is_an_error() {
     assert!(err.errors[0].path.ends_with("HttpRequest:ActivityTimeout"));
     assert_names(&err.errors[0], &["`payments`", "ActivityTimeout"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// YARP's validator: HttpRequest:Version and HttpClient:MaxConnectionsPerServer
+
+/// YARP reads `Version` with .NET's `Version.Parse`, `.0` appended when there is no dot, and
+/// accepts 1.0, 1.1, 2.0 and 3.0; anything else is an error in YARP's words.
+#[test]
+fn http_version_follows_yarps_validator() {
+    for good in ["1.0", "1.1", "2", "2.0", "3", "3.0", " 2.0 ", "1"] {
+        let report = check(&payments_request(&format!(r#""Version": "{good}""#)));
+        assert!(report.errors.is_empty(), "{good}: {:#?}", report.errors);
+    }
+    // A JSON number is the same text.
+    assert_clean(&payments_request(r#""Version": 2"#));
+    for (bad, read_as) in [
+        ("1.9", ""),
+        ("2.5", ""),
+        ("3.1", ""),
+        ("20", " (read as 20.0)"),
+        ("2.0.0", ""),
+    ] {
+        let e = only_error(
+            &payments_request(&format!(r#""Version": "{bad}""#)),
+            &format!("{P}:HttpRequest:Version"),
+        );
+        assert_eq!(
+            e.message,
+            format!(
+                "cluster `payments`: Version `{bad}`{read_as} is not any of supported HTTP versions (1.0, 1.1, 2 and 3)"
+            )
+        );
+    }
+    for bad in ["two", "HTTP/2", "2.", "-1"] {
+        let e = only_error(
+            &payments_request(&format!(r#""Version": "{bad}""#)),
+            &format!("{P}:HttpRequest:Version"),
+        );
+        assert_eq!(
+            e.message,
+            format!(
+                "cluster `payments`: Version `{bad}` is not a version (supported HTTP versions: 1.0, 1.1, 2 and 3)"
+            )
+        );
+    }
+}
+
+/// HTTP/3 is valid YARP, but probes do not speak it: a warning says they use HTTP/1.1.
+#[test]
+fn http_version_3_is_a_warning() {
+    let report = check(&payments_request(r#""Version": "3""#));
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.warnings.len(), 1, "{:#?}", report.warnings);
+    assert_eq!(report.warnings[0].path, format!("{P}:HttpRequest:Version"));
+    assert_eq!(
+        report.warnings[0].message,
+        "cluster `payments`: Version `3` (HTTP/3) is accepted, but healthpick's probes do not speak HTTP/3 and use HTTP/1.1"
+    );
+    let cluster = &report.config.unwrap().clusters()[0].clone();
+    assert_eq!(cluster.probe_http_version(), "1.1");
+    let two = Config::from_json(&payments_request(r#""Version": "2.0""#)).unwrap();
+    assert_eq!(two.clusters()[0].probe_http_version(), "2");
+}
+
+/// `payments` with `client` spliced into `HttpClient`, plus one valid destination.
+fn payments_client(client: &str) -> String {
+    payments(&format!(
+        r#""HttpClient": {{ {client} }},
+           "Destinations": {{ "eu-1": {{ "Address": "http://10.0.0.1:8080/" }} }}"#
+    ))
+}
+
+#[test]
+fn max_connections_per_server_must_be_positive() {
+    for bad in ["0", "-1", "\"-5\"", "\" 0 \""] {
+        let e = only_error(
+            &payments_client(&format!(r#""MaxConnectionsPerServer": {bad}"#)),
+            &format!("{P}:HttpClient:MaxConnectionsPerServer"),
+        );
+        let shown = bad.trim_matches('"');
+        assert_eq!(
+            e.message,
+            format!(
+                "cluster `payments`: MaxConnectionsPerServer `{shown}` must be positive (a connection count: 1, 2, ...)"
+            )
+        );
+    }
+    let e = only_error(
+        &payments_client(r#""MaxConnectionsPerServer": "many""#),
+        &format!("{P}:HttpClient:MaxConnectionsPerServer"),
+    );
+    assert_names(&e, &["`payments`", "`many`", "is not an integer"]);
+    // A positive count is valid, and kept (with a warning that it is not applied).
+    let report = check(&payments_client(r#""MaxConnectionsPerServer": 1"#));
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(
+        report.config.unwrap().clusters()[0].max_connections_per_server(),
+        Some(1)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Misspelt keys: "did you mean"
+
+/// The one warning of `text`; it must sit at `path`.
+fn only_warning(text: &str, path: &str) -> Diagnostic {
+    let report = check(text);
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(
+        report.warnings.len(),
+        1,
+        "expected exactly one warning at {path}, got {:#?}",
+        report.warnings
+    );
+    assert_eq!(report.warnings[0].path, path);
+    assert_eq!(report.warnings[0].severity, Severity::Warning);
+    report.warnings[0].clone()
+}
+
+#[test]
+fn a_key_close_to_a_known_one_gets_a_did_you_mean_warning() {
+    let cases: [(String, String, &str, &str); 12] = [
+        (
+            payments_active(r#""Enabeld": true"#),
+            format!("{P}:HealthCheck:Active:Enabeld"),
+            "Enabeld",
+            "cluster `payments`: unknown key `Enabeld`; did you mean `Enabled`?",
+        ),
+        (
+            payments(
+                r#""HealthCheck": { "Activ": { "Enabled": true } },
+                   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+            ),
+            format!("{P}:HealthCheck:Activ"),
+            "Activ",
+            "cluster `payments`: unknown key `Activ`; did you mean `Active`?",
+        ),
+        (
+            payments_eu2(r#""Address": "http://10.0.0.2/", "Priorty": 1"#),
+            format!("{P}:Destinations:eu-2:Priorty"),
+            "Priorty",
+            "cluster `payments`: destination `eu-2`: unknown key `Priorty`; did you mean `Priority`?",
+        ),
+        (
+            payments_eu2(r#""Adress": "http://10.0.0.2/""#),
+            format!("{P}:Destinations:eu-2:Adress"),
+            "Adress",
+            "",
+        ),
+        (
+            payments_active(r#""Enabled": true, "Intervall": "00:00:05""#),
+            format!("{P}:HealthCheck:Active:Intervall"),
+            "Intervall",
+            "cluster `payments`: unknown key `Intervall`; did you mean `Interval`?",
+        ),
+        (
+            payments_active(r#""Enabled": true, "Tiemout": "00:00:05""#),
+            format!("{P}:HealthCheck:Active:Tiemout"),
+            "Tiemout",
+            "cluster `payments`: unknown key `Tiemout`; did you mean `Timeout`?",
+        ),
+        (
+            payments_passive(r#""Enabled": true, "ReactivationPeriode": "00:01:00""#),
+            format!("{P}:HealthCheck:Passive:ReactivationPeriode"),
+            "ReactivationPeriode",
+            "cluster `payments`: unknown key `ReactivationPeriode`; did you mean `ReactivationPeriod`?",
+        ),
+        (
+            payments_request(r#""Verison": "2""#),
+            format!("{P}:HttpRequest:Verison"),
+            "Verison",
+            "cluster `payments`: unknown key `Verison`; did you mean `Version`?",
+        ),
+        (
+            payments_client(r#""DangerousAcceptAnyServerCertificat": true"#),
+            format!("{P}:HttpClient:DangerousAcceptAnyServerCertificat"),
+            "DangerousAcceptAnyServerCertificat",
+            "cluster `payments`: unknown key `DangerousAcceptAnyServerCertificat`; did you mean `DangerousAcceptAnyServerCertificate`?",
+        ),
+        (
+            payments(
+                r#""LoadBalacingPolicy": "RoundRobin",
+                   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+            ),
+            format!("{P}:LoadBalacingPolicy"),
+            "LoadBalacingPolicy",
+            "cluster `payments`: unknown key `LoadBalacingPolicy`; did you mean `LoadBalancingPolicy`?",
+        ),
+        (
+            payments(
+                r#""Metadata": { "ConsecutiveFailuresHealthPolicy.Treshold": "3" },
+                   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+            ),
+            format!("{P}:Metadata:ConsecutiveFailuresHealthPolicy.Treshold"),
+            "ConsecutiveFailuresHealthPolicy.Treshold",
+            "cluster `payments`: unknown key `ConsecutiveFailuresHealthPolicy.Treshold`; did you mean `ConsecutiveFailuresHealthPolicy.Threshold`?",
+        ),
+        (
+            r#"{ "HealthPolicys": { "DefaultInterval": "00:00:05" },
+                 "ReverseProxy": { "Clusters": { "payments": {
+                   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } } } } } }"#
+                .to_string(),
+            "HealthPolicys".to_string(),
+            "HealthPolicys",
+            "unknown key `HealthPolicys`; did you mean `HealthPolicies`?",
+        ),
+    ];
+    for (text, path, key, message) in cases {
+        if message.is_empty() {
+            // A misspelt Address leaves the destination without one: an error, and the hint.
+            let report = check(&text);
+            assert_eq!(
+                error_paths(&report),
+                [format!("{P}:Destinations:eu-2:Address")]
+            );
+            assert_eq!(report.warnings.len(), 1, "{:#?}", report.warnings);
+            assert_eq!(report.warnings[0].path, path);
+            assert_eq!(
+                report.warnings[0].message,
+                format!("cluster `payments`: destination `eu-2`: unknown key `{key}`; did you mean `Address`?")
+            );
+            continue;
+        }
+        let w = only_warning(&text, &path);
+        assert_eq!(w.message, message, "{key}");
+    }
+}
+
+/// Case does not make a key unknown; keys far from every known one are ignored as YARP ignores
+/// them; strict mode makes a did-you-mean an error.
+#[test]
+fn did_you_mean_spares_other_keys_and_strict_refuses_it() {
+    let text = payments(
+        r#""ClusterId": "payments", "Comment": "owned by team x",
+           "healthcheck": { "active": { "ENABLED": true, "interval": "00:00:30" } },
+           "Destinations": { "eu-1": { "address": "http://10.0.0.1:8080/", "Zone": "eu", "priority": 0 } }"#,
+    );
+    let report = check(&text);
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert!(report.warnings.is_empty(), "{:#?}", report.warnings);
+
+    let misspelt = payments_eu2(r#""Address": "http://10.0.0.2/", "Priorty": 1"#);
+    let strict = check_strict(&misspelt);
+    assert!(!strict.is_valid());
+    assert_eq!(
+        error_paths(&strict),
+        [format!("{P}:Destinations:eu-2:Priorty")]
+    );
+    assert!(strict.errors[0]
+        .message
+        .ends_with("did you mean `Priority`?"));
+    assert!(
+        Config::from_json(&misspelt).is_ok(),
+        "only a warning without strict"
+    );
+    // The misspelt setting really is not read: the destination stays in tier 0.
+    let config = Config::from_json(&misspelt).unwrap();
+    assert_eq!(config.clusters()[0].destinations()[1].tier(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeout >= Interval, settings YARP applies and healthpick does not
+
+#[test]
+fn a_timeout_not_shorter_than_the_interval_is_a_warning() {
+    // "00:10" is ten minutes.
+    let w = only_warning(
+        &payments_active(r#""Enabled": true, "Interval": "00:00:15", "Timeout": "00:10""#),
+        &format!("{P}:HealthCheck:Active:Timeout"),
+    );
+    assert_eq!(
+        w.message,
+        "cluster `payments`: Timeout (10m) is not shorter than Interval (15s): a probe that hangs is still running when the next one is due, and that one is skipped (TimeSpans are [d.]hh:mm[:ss]: `00:10` is ten minutes, `00:00:10` ten seconds)"
+    );
+    // Equal is not shorter; the default Timeout (10 s) against a short Interval counts too.
+    let w = only_warning(
+        &payments_active(r#""Enabled": true, "Interval": "00:00:05""#),
+        &format!("{P}:HealthCheck:Active:Timeout"),
+    );
+    assert_eq!(
+        w.message,
+        "cluster `payments`: Timeout (10s, the default) is not shorter than Interval (5s): a probe that hangs is still running when the next one is due, and that one is skipped"
+    );
+    only_warning(
+        &payments_active(r#""Enabled": true, "Interval": "5s", "Timeout": "5s""#),
+        &format!("{P}:HealthCheck:Active:Timeout"),
+    );
+    // Shorter is fine; a disabled check is not in force.
+    assert!(check(&payments_active(
+        r#""Enabled": true, "Interval": "00:00:15", "Timeout": "00:00:14.9""#
+    ))
+    .warnings
+    .is_empty());
+    assert!(check(&payments_active(
+        r#""Enabled": false, "Interval": "00:00:01", "Timeout": "00:10""#
+    ))
+    .warnings
+    .is_empty());
+    let strict = check_strict(&payments_active(r#""Enabled": true, "Timeout": "00:10""#));
+    assert_eq!(
+        error_paths(&strict),
+        [format!("{P}:HealthCheck:Active:Timeout")]
+    );
+}
+
+#[test]
+fn yarp_settings_healthpick_does_not_apply_are_warnings() {
+    let text = payments(
+        r#""HttpClient": {
+             "SslProtocols": [ "Tls12", "Tls13" ],
+             "DangerousAcceptAnyServerCertificate": true,
+             "MaxConnectionsPerServer": 10,
+             "EnableMultipleHttp2Connections": true,
+             "RequestHeaderEncoding": "utf-8",
+             "ResponseHeaderEncoding": "utf-8",
+             "WebProxy": { "Address": "http://proxy:8080", "BypassOnLocal": true }
+           },
+           "HttpRequest": { "Version": "2", "VersionPolicy": "RequestVersionOrLower",
+                            "ActivityTimeout": "00:00:30", "AllowResponseBuffering": false },
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    let report = check(&text);
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    let got: Vec<(&str, &str)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.path.as_str(), w.message.as_str()))
+        .collect();
+    let want = [
+        ("HttpClient:SslProtocols", "SslProtocols is a YARP setting that healthpick does not apply: TLS versions are those of healthpick's TLS backend"),
+        ("HttpClient:MaxConnectionsPerServer", "MaxConnectionsPerServer is a YARP setting that healthpick does not apply: connections are pooled by reqwest, with no per-server limit"),
+        ("HttpClient:EnableMultipleHttp2Connections", "EnableMultipleHttp2Connections is a YARP setting that healthpick does not apply: reqwest decides how many HTTP/2 connections it opens"),
+        ("HttpClient:RequestHeaderEncoding", "RequestHeaderEncoding is a YARP setting that healthpick does not apply: headers are encoded as reqwest encodes them"),
+        ("HttpClient:ResponseHeaderEncoding", "ResponseHeaderEncoding is a YARP setting that healthpick does not apply: headers are decoded as reqwest decodes them"),
+        ("HttpClient:WebProxy", "WebProxy is a YARP setting that healthpick does not apply: probes never use a proxy; the wrapped client uses the reqwest::Client it is given"),
+        ("HttpRequest:VersionPolicy", "VersionPolicy is a YARP setting that healthpick does not apply: probes ask for Version over https and for HTTP/1.1 over cleartext http"),
+        ("HttpRequest:AllowResponseBuffering", "AllowResponseBuffering is a YARP setting that healthpick does not apply: it is a proxy's setting; a client reads the responses it asks for"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(k, m)| (format!("{P}:{k}"), format!("cluster `payments`: {m}")))
+        .collect();
+    let want: Vec<(&str, &str)> = want.iter().map(|(p, m)| (p.as_str(), m.as_str())).collect();
+    assert_eq!(got, want);
+    // What healthpick applies gives no warning: DangerousAcceptAnyServerCertificate (probes),
+    // Version (probes), ActivityTimeout (the attempt timeout).
+    let applied = payments(
+        r#""HttpClient": { "DangerousAcceptAnyServerCertificate": true },
+           "HttpRequest": { "Version": "2", "ActivityTimeout": "00:00:30" },
+           "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/" } }"#,
+    );
+    assert!(
+        check(&applied).warnings.is_empty(),
+        "{:#?}",
+        check(&applied).warnings
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Another section than ReverseProxy
+
+#[test]
+fn check_section_reads_another_section_and_names_a_missing_one() {
+    use healthpick::config::check_section;
+    let text = r#"{
+      "ReverseProxy": { "Clusters": { "public": { "Destinations": { "p": { "Address": "http://10.0.0.9/" } } } } },
+      "ReverseProxy2": {
+        "HealthPolicies": { "DefaultInterval": "00:00:07" },
+        "Clusters": { "payments": { "Destinations": { "eu-1": { "Address": "not a url" } } } }
+      }
+    }"#;
+    let registry = PolicyRegistry::default();
+    let report = check_section(text, "reverseproxy2", &registry, false);
+    assert_eq!(
+        error_paths(&report),
+        ["reverseproxy2:Clusters:payments:Destinations:eu-1:Address"]
+    );
+    let config = report.config.unwrap();
+    assert_eq!(config.section(), "reverseproxy2:Clusters");
+    assert_eq!(config.clusters().len(), 1);
+    assert_eq!(config.clusters()[0].id(), "payments");
+    assert_eq!(
+        config.health_policies().unwrap().default_interval,
+        std::time::Duration::from_secs(7)
+    );
+    // The default is untouched by the other section.
+    assert_eq!(check(text).config.unwrap().clusters()[0].id(), "public");
+
+    let missing = check_section(text, "ReverseProxy3", &registry, false);
+    assert!(!missing.is_valid());
+    assert_eq!(error_paths(&missing), ["ReverseProxy3"]);
+    assert_eq!(
+        missing.errors[0].message,
+        "no section `ReverseProxy3` in the document (its keys: `ReverseProxy`, `ReverseProxy2`); did you mean `ReverseProxy`?"
+    );
+    assert!(missing.warnings.is_empty(), "{:#?}", missing.warnings);
+
+    // Nested sections, .NET style.
+    let nested = r#"{ "Gateway": { "Internal": { "Clusters": { "c": {} } } } }"#;
+    let report = check_section(nested, "Gateway:Internal", &registry, false);
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    assert_eq!(
+        report.config.unwrap().section(),
+        "Gateway:Internal:Clusters"
+    );
+    let report = check_section(nested, "Gateway:External", &registry, false);
+    assert_eq!(error_paths(&report), ["Gateway:External"]);
+    assert_eq!(
+        report.errors[0].message,
+        "no section `External` in `Gateway` (its keys: `Internal`); did you mean `Internal`?"
+    );
+}
+
+/// Discovery sections warn about every unknown key (they are healthpick's own); a close one
+/// says which key it meant.
+#[test]
+fn a_misspelt_discovery_key_says_which_key_it_meant() {
+    let text = payments(
+        r#""Discovery": { "Type": "Dns", "Name": "payments.service", "Port": 8080,
+                          "MinRefesh": "00:00:10", "Colour": "blue" },
+           "Destinations": {}"#,
+    );
+    let report = check(&text);
+    let warnings: Vec<(&str, &str)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.path.as_str(), w.message.as_str()))
+        .collect();
+    assert!(
+        warnings.contains(&(
+            "ReverseProxy:Clusters:payments:Discovery:MinRefesh",
+            "cluster `payments`: unknown key `MinRefesh`; did you mean `MinRefresh`?"
+        )),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings.iter().any(
+            |(p, m)| *p == "ReverseProxy:Clusters:payments:Discovery:Colour"
+                && m.contains("`Colour` is not a key of this section and is ignored (known: ")
+        ),
+        "{warnings:#?}"
+    );
+}

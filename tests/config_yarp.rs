@@ -42,6 +42,25 @@ fn check_clean(text: &str) {
     }
 }
 
+/// Checks a document whose only problems are YARP settings healthpick does not apply: each
+/// is a warning at one of `paths` (in order), and an error in strict mode.
+fn check_clean_but_not_applied(text: &str, paths: &[&str]) {
+    let report = config::check(text, &PolicyRegistry::default(), false);
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    let warned: Vec<&str> = report.warnings.iter().map(|w| w.path.as_str()).collect();
+    assert_eq!(warned, paths, "{:#?}", report.warnings);
+    for w in &report.warnings {
+        assert!(
+            w.message
+                .contains("is a YARP setting that healthpick does not apply: "),
+            "{w}"
+        );
+    }
+    let strict = config::check(text, &PolicyRegistry::default(), true);
+    let refused: Vec<&str> = strict.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(refused, paths);
+}
+
 /// Case-insensitive id comparison (char-wise lower case, enough for the ids used here).
 fn same_id(a: &str, b: &str) -> bool {
     a.chars()
@@ -113,7 +132,21 @@ fn with_active(settings: &str) -> String {
 #[test]
 fn gateway_appsettings_is_read_exactly() {
     let text = fixture("gateway.appsettings.json");
-    check_clean(&text);
+    // Valid YARP throughout; healthpick says which of its HttpClient and HttpRequest settings
+    // it does not apply.
+    let p = "ReverseProxy:Clusters:payments";
+    check_clean_but_not_applied(
+        &text,
+        &[
+            &format!("{p}:HttpClient:SslProtocols"),
+            &format!("{p}:HttpClient:MaxConnectionsPerServer"),
+            &format!("{p}:HttpClient:EnableMultipleHttp2Connections"),
+            &format!("{p}:HttpClient:WebProxy"),
+            &format!("{p}:HttpRequest:VersionPolicy"),
+            &format!("{p}:HttpRequest:AllowResponseBuffering"),
+            "ReverseProxy:Clusters:catalog:HttpClient:MaxConnectionsPerServer",
+        ],
+    );
     let config = load(&text);
 
     let cluster_ids: Vec<&str> = config.clusters().iter().map(|c| c.id()).collect();
@@ -255,15 +288,22 @@ fn gateway_appsettings_loads_into_an_engine_and_picks() {
 fn orders_production_appsettings_is_read_exactly() {
     let text = fixture("orders.appsettings.Production.json");
     // YARP ignores the negative Interval of the disabled `audit` check; healthpick loads the
-    // file too and says so in one warning (an error in strict mode).
+    // file too and says so in a warning (an error in strict mode). `Payments` probes with a
+    // Timeout (1m30s) longer than its Interval (15s): a warning too.
     let report = config::check(&text, &PolicyRegistry::default(), false);
     assert!(report.errors.is_empty(), "{:#?}", report.errors);
     let warnings: Vec<&str> = report.warnings.iter().map(|w| w.path.as_str()).collect();
     assert_eq!(
         warnings,
-        ["ReverseProxy:Clusters:audit:HealthCheck:Active:Interval"]
+        [
+            "ReverseProxy:Clusters:Payments:HealthCheck:Active:Timeout",
+            "ReverseProxy:Clusters:audit:HealthCheck:Active:Interval"
+        ]
     );
-    assert!(report.warnings[0].message.contains("`-00:00:05`"));
+    assert!(report.warnings[0]
+        .message
+        .contains("Timeout (1m 30s) is not shorter than Interval (15s)"));
+    assert!(report.warnings[1].message.contains("`-00:00:05`"));
     let config = load(&text);
 
     let cluster_ids: Vec<&str> = config.clusters().iter().map(|c| c.id()).collect();
@@ -696,16 +736,26 @@ fn scalars_may_be_strings_or_json_values() {
         ("0", 0),
         ("\"0\"", 0),
     ] {
+        // MaxConnectionsPerServer must be positive (YARP's validator): 0 is tested elsewhere.
+        let client = if tier > 0 {
+            format!(r#""HttpClient": {{ "MaxConnectionsPerServer": {json} }},"#)
+        } else {
+            String::new()
+        };
         let text = format!(
             r#"{{ "Clusters": {{ "c": {{
-                "HttpClient": {{ "MaxConnectionsPerServer": {json} }},
+                {client}
                 "Destinations": {{ "d": {{ "Address": "http://127.0.0.1:1/", "Priority": {json} }} }}
             }} }} }}"#
         );
         let config = load(&text);
         let c = cluster(&config, "c");
         assert_eq!(dest(c, "d").tier(), tier, "Priority {json}");
-        assert_eq!(c.max_connections_per_server(), Some(tier), "{json}");
+        assert_eq!(
+            c.max_connections_per_server(),
+            (tier > 0).then_some(tier),
+            "{json}"
+        );
     }
 
     // A JSON number where a TimeSpan goes is its text: 10 is ten days, like "10".
@@ -787,7 +837,18 @@ fn unknown_keys_are_ignored() {
         } }
       }
     }"#;
-    check_clean(text);
+    // Keys no section knows, and not close to one it knows, are ignored without a word; the
+    // YARP settings healthpick does not apply are warnings.
+    let p = "ReverseProxy:Clusters:c";
+    check_clean_but_not_applied(
+        text,
+        &[
+            &format!("{p}:HttpClient:SslProtocols"),
+            &format!("{p}:HttpClient:RequestHeaderEncoding"),
+            &format!("{p}:HttpClient:ResponseHeaderEncoding"),
+            &format!("{p}:HttpRequest:VersionPolicy"),
+        ],
+    );
     let config = load(text);
     let c = cluster(&config, "c");
     assert!(c.health_check().active().is_enabled());

@@ -4,7 +4,7 @@
 
 use super::diagnostics::{CheckReport, Diagnostic, Diagnostics};
 use super::model::Config;
-use super::read::read;
+use super::read::{read, read_section};
 #[cfg(feature = "serde")]
 use super::read::read_value;
 use super::validate::{sort_in_document_order, validate};
@@ -27,6 +27,35 @@ pub trait PolicyNames {
 pub fn check(text: &str, policies: &dyn PolicyNames, strict: bool) -> CheckReport {
     let mut diags = Diagnostics::default();
     let config = read(text, &mut diags);
+    finish(config, diags, policies, strict)
+}
+
+/// [`check`] of the clusters under another section than `ReverseProxy`: `section:Clusters`
+/// (`"Proxies"`, or nested as .NET names sections, `"Gateway:Internal"`; keys compared
+/// case-insensitively), and `section:HealthPolicies` when it exists (else the document's
+/// top-level `HealthPolicies`). A missing section is an error naming it. What
+/// `healthpick check --section NAME` runs.
+///
+/// ```
+/// use healthpick::config::check_section;
+/// use healthpick::PolicyRegistry;
+///
+/// let text = r#"{"Internal": {"Clusters": {"c": {"Destinations": {"d": {"Address": "http://10.0.0.1/"}}}}}}"#;
+/// let report = check_section(text, "Internal", &PolicyRegistry::default(), false);
+/// assert!(report.is_valid());
+/// assert_eq!(report.config.unwrap().clusters()[0].id(), "c");
+///
+/// let missing = check_section(text, "ReverseProxy2", &PolicyRegistry::default(), false);
+/// assert_eq!(missing.errors[0].path, "ReverseProxy2");
+/// ```
+pub fn check_section(
+    text: &str,
+    section: &str,
+    policies: &dyn PolicyNames,
+    strict: bool,
+) -> CheckReport {
+    let mut diags = Diagnostics::default();
+    let config = read_section(text, Some(section), &mut diags);
     finish(config, diags, policies, strict)
 }
 

@@ -12,6 +12,7 @@
 pub(crate) mod check;
 pub(crate) mod diagnostics;
 pub(crate) mod discovery;
+pub(crate) mod http_version;
 pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod read;
@@ -25,7 +26,7 @@ pub(crate) mod validate;
 #[cfg(feature = "serde")]
 pub(crate) mod yarp_serde;
 
-pub use check::{check, PolicyNames};
+pub use check::{check, check_section, PolicyNames};
 pub use diagnostics::{CheckReport, ConfigError, Diagnostic, Severity};
 pub use discovery::{
     DiscoveryConfig, DnsRecord, DnsSourceConfig, GuardMode, GuardPolicy, LocalityTiers,

@@ -116,6 +116,14 @@ impl Config {
     pub fn health_policies(&self) -> Option<&HealthPolicyOptions> {
         self.health_policies.as_ref()
     }
+
+    /// The configuration section the clusters come from, the prefix of every diagnostic's key
+    /// path: `ReverseProxy:Clusters`, `Clusters` (a bare document, or a config built in code),
+    /// or `NAME:Clusters` for the section [`check_section`](crate::config::check_section)
+    /// named.
+    pub fn section(&self) -> &str {
+        &self.section
+    }
 }
 
 /// Global options of the built-in health policies and the active monitor (SPEC §2), the values
@@ -335,6 +343,18 @@ impl ClusterConfig {
     /// The HTTP version probes ask for, if set (`HttpRequest:Version`).
     pub fn http_version_setting(&self) -> Option<&str> {
         self.http_version.as_deref()
+    }
+
+    /// The HTTP version probes of https destinations ask for, from `HttpRequest:Version`: `"2"`
+    /// for 2 or 2.0, `"1.0"` for 1.0, else `"1.1"` (the default, and what probes use for
+    /// HTTP/3, which they do not speak). Cleartext probes always use HTTP/1.1.
+    pub fn probe_http_version(&self) -> &'static str {
+        use super::http_version::{parse_http_version, HttpVersion};
+        match self.http_version.as_deref().map(parse_http_version) {
+            Some(HttpVersion::Supported(2, 0)) => "2",
+            Some(HttpVersion::Supported(1, 0)) => "1.0",
+            _ => "1.1",
+        }
     }
 
     /// The attempt timeout of requests to this cluster, if set (`HttpRequest:ActivityTimeout`).

@@ -15,7 +15,7 @@ use super::metadata::parse_number;
 use super::source_consul::ConsulSourceConfig;
 use super::source_etcd::EtcdSourceConfig;
 use super::source_kubernetes::KubernetesSourceConfig;
-use super::tree::{join, Node, Reader};
+use super::tree::{did_you_mean, join, misspelt, Node, Reader};
 use crate::ids::eq_ignore_case;
 
 /// The source types a `Discovery` section may name.
@@ -592,13 +592,15 @@ fn warn_unknown_keys(r: &mut Reader<'_, '_>, node: &Node, at: &str, known: &[&[&
             .any(|k| eq_ignore_case(k, key))
         {
             let expected: Vec<&str> = known.iter().flat_map(|k| k.iter().copied()).collect();
-            r.diags.warning(
-                r.place.path(&join(at, key)),
-                r.place.message(format!(
+            let message = match misspelt(key, &expected) {
+                Some(meant) => did_you_mean(key, meant),
+                None => format!(
                     "`{key}` is not a key of this section and is ignored (known: {})",
                     expected.join(", ")
-                )),
-            );
+                ),
+            };
+            r.diags
+                .warning(r.place.path(&join(at, key)), r.place.message(message));
         }
     }
 }

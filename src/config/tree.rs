@@ -226,6 +226,44 @@ impl Reader<'_, '_> {
     }
 }
 
+/// The known key `key` is most likely a misspelling of: the closest of `known` by edit distance
+/// (case-insensitive; a transposition counts as one edit), when that distance is at most 2 and
+/// at most a third of the known key's length (so `Host` takes one slip, `Priority` two). `None`
+/// when `key` is known, or nothing is close.
+pub(crate) fn misspelt<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    if known.iter().any(|k| eq_ignore_case(k, key)) {
+        return None;
+    }
+    let folded = fold_case(key);
+    known
+        .iter()
+        .map(|k| (strsim::osa_distance(&folded, &fold_case(k)), *k))
+        .filter(|(d, k)| *d <= 2 && *d * 3 <= k.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+impl Reader<'_, '_> {
+    /// Warns about each key of `node` (at `prefix`) that is not one of `known` but close to one:
+    /// probably misspelt, so the setting it meant is silently left at its default. Other unknown
+    /// keys are ignored, as .NET configuration ignores them.
+    pub fn misspelt_keys(&mut self, node: &Node, prefix: &str, known: &[&str]) {
+        for (key, _) in node.entries() {
+            if let Some(meant) = misspelt(key, known) {
+                self.diags.warning(
+                    self.place.path(&join(prefix, key)),
+                    self.place.message(did_you_mean(key, meant)),
+                );
+            }
+        }
+    }
+}
+
+/// "unknown key `Priorty`; did you mean `Priority`?"
+pub(crate) fn did_you_mean(key: &str, meant: &str) -> String {
+    format!("unknown key `{key}`; did you mean `{meant}`?")
+}
+
 pub(crate) fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
         key.to_string()

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use super::diagnostics::{Diagnostic, Diagnostics, Place};
+use super::http_version::{parse_http_version, HttpVersion};
 use super::metadata::{
     parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
     CONSECUTIVE_FAILURES_THRESHOLD_KEY, OUTLIER_BASE_EJECTION_TIME_KEY,
@@ -16,13 +17,14 @@ use super::metadata::{
     SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
 use super::model::OutlierDetectionOptions;
-use super::model::{ClusterConfig, Config, DestinationConfig};
+use super::model::{ClusterConfig, Config, DestinationConfig, HealthPolicyOptions};
 use crate::ids::fold_case;
 use crate::uri::{parse_base, shown};
 
 /// Checks everything of a configuration but its policy names (which the policy registry
 /// resolves, see [`PolicyNames`](super::check::PolicyNames)).
 pub(crate) fn validate(config: &Config, diags: &mut Diagnostics) {
+    let options = config.health_policies.unwrap_or_default();
     let mut seen = HashMap::with_capacity(config.clusters.len());
     for cluster in &config.clusters {
         let place = Place::cluster(&config.section, &cluster.id);
@@ -38,11 +40,16 @@ pub(crate) fn validate(config: &Config, diags: &mut Diagnostics) {
                 ),
             );
         }
-        validate_cluster(cluster, place, diags);
+        validate_cluster(cluster, place, &options, diags);
     }
 }
 
-fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagnostics) {
+fn validate_cluster(
+    cluster: &ClusterConfig,
+    place: Place<'_>,
+    options: &HealthPolicyOptions,
+    diags: &mut Diagnostics,
+) {
     let hc = &cluster.health_check;
     let active = &hc.active;
     if active.enabled {
@@ -53,6 +60,35 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
                     place.message(format!("{key} `00:00:00` must be positive")),
                 );
             }
+        }
+        let (interval, timeout) = (
+            cluster.effective_interval(options),
+            cluster.effective_timeout(options),
+        );
+        if !interval.is_zero() && !timeout.is_zero() && timeout >= interval {
+            let shown = |d: std::time::Duration, set: bool| {
+                let text = humantime::format_duration(d).to_string();
+                if set {
+                    text
+                } else {
+                    format!("{text}, the default")
+                }
+            };
+            // `"00:10"` reads as ten minutes: say so when a whole number of minutes may be that.
+            let minutes = timeout.as_secs() >= 60 && timeout.as_nanos() % 60_000_000_000 == 0;
+            let hint = if minutes && active.timeout.is_some() {
+                " (TimeSpans are [d.]hh:mm[:ss]: `00:10` is ten minutes, `00:00:10` ten seconds)"
+            } else {
+                ""
+            };
+            diags.warning(
+                place.path("HealthCheck:Active:Timeout"),
+                place.message(format!(
+                    "Timeout ({}) is not shorter than Interval ({}): a probe that hangs is still running when the next one is due, and that one is skipped{hint}",
+                    shown(timeout, active.timeout.is_some()),
+                    shown(interval, active.interval.is_some()),
+                )),
+            );
         }
     }
     if let Some(path) = &active.path {
@@ -72,6 +108,18 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
                 place.message(format!("Query `{query}` must start with `?`")),
             );
         }
+    }
+
+    if let Some(version) = &cluster.http_version {
+        validate_http_version(version, place, diags);
+    }
+    if cluster.max_connections_per_server == Some(0) {
+        diags.error(
+            place.path("HttpClient:MaxConnectionsPerServer"),
+            place.message(
+                "MaxConnectionsPerServer `0` must be positive (a connection count: 1, 2, ...)",
+            ),
+        );
     }
 
     if cluster.activity_timeout.is_some_and(|d| d.is_zero()) {
@@ -139,6 +187,41 @@ fn validate_cluster(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Diagn
             );
         }
         validate_destination(dest, dplace, diags);
+    }
+}
+
+/// `HttpRequest:Version`: what YARP's validator accepts, in its words; HTTP/3, which YARP
+/// accepts but probes do not speak, is a warning.
+fn validate_http_version(version: &str, place: Place<'_>, diags: &mut Diagnostics) {
+    let path = place.path("HttpRequest:Version");
+    match parse_http_version(version) {
+        HttpVersion::Supported(3, _) => diags.warning(
+            path,
+            place.message(format!(
+                "Version `{version}` (HTTP/3) is accepted, but healthpick's probes do not speak HTTP/3 and use HTTP/1.1"
+            )),
+        ),
+        HttpVersion::Supported(..) => {}
+        HttpVersion::Unsupported(net) => {
+            let read_as = if net == version.trim() {
+                String::new()
+            } else {
+                format!(" (read as {net})")
+            };
+            diags.error(
+                path,
+                place.message(format!(
+                    "Version `{version}`{read_as} is not any of supported HTTP versions (1.0, 1.1, 2 and 3)"
+                )),
+            )
+        }
+        HttpVersion::Malformed => diags.error(
+            path,
+            place.message(format!(
+                "Version `{}` is not a version (supported HTTP versions: 1.0, 1.1, 2 and 3)",
+                shown(version)
+            )),
+        ),
     }
 }
 

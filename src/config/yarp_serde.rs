@@ -359,16 +359,27 @@ impl<T: fmt::Display> Serialize for List<'_, T> {
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for Config {
     /// Writes the YARP document: `{"ReverseProxy": {"Clusters": ...}}` when it was read from
-    /// that shape, else `{"Clusters": ...}`, and a `HealthPolicies` section when the config has
+    /// that shape (or the section [`check_section`](crate::config::check_section) named), else
+    /// `{"Clusters": ...}`, and a `HealthPolicies` section when the config has
     /// one; policy names in their registered spelling.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let config = PolicyRegistry::default().canonical(self);
         let clusters = Clusters(&config.clusters);
         let mut map = serializer.serialize_map(None)?;
-        if config.section == "ReverseProxy:Clusters" {
-            map.serialize_entry("ReverseProxy", &ReverseProxy(clusters))?;
-        } else {
-            map.serialize_entry("Clusters", &clusters)?;
+        // The section it was read from (`ReverseProxy`, or one `check_section` named, nested
+        // at its `:`s), else a bare `Clusters`.
+        match config.section.strip_suffix(":Clusters") {
+            Some(section) => {
+                let segments: Vec<&str> = section.split(':').collect();
+                map.serialize_entry(
+                    segments[0],
+                    &Section {
+                        inner: &segments[1..],
+                        clusters,
+                    },
+                )?;
+            }
+            None => map.serialize_entry("Clusters", &clusters)?,
         }
         if let Some(options) = &config.health_policies {
             map.serialize_entry("HealthPolicies", options)?;
@@ -377,12 +388,25 @@ impl Serialize for Config {
     }
 }
 
-struct ReverseProxy<'a>(Clusters<'a>);
+/// A configuration section holding the clusters, under its `inner` sections.
+struct Section<'a, 'c> {
+    inner: &'a [&'a str],
+    clusters: Clusters<'c>,
+}
 
-impl Serialize for ReverseProxy<'_> {
+impl Serialize for Section<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry("Clusters", &self.0)?;
+        match self.inner.split_first() {
+            Some((first, rest)) => map.serialize_entry(
+                first,
+                &Section {
+                    inner: rest,
+                    clusters: Clusters(self.clusters.0),
+                },
+            )?,
+            None => map.serialize_entry("Clusters", &self.clusters)?,
+        }
         map.end()
     }
 }

@@ -126,6 +126,22 @@ impl Engine {
 
     /// An engine with the built-in policies running a YARP JSON document.
     ///
+    /// Warnings (a misspelt key, a metadata number that falls back to its default, a YARP
+    /// setting healthpick does not apply, ...) do not refuse the document: each is logged
+    /// through `tracing` at WARN under target `healthpick`, with its key `path` as a field. To
+    /// get them as values instead, load the document into an engine yourself:
+    /// `let warnings = engine.load_json(text)?;` (see [`load_json`](Self::load_json)).
+    ///
+    /// ```
+    /// use healthpick::Engine;
+    ///
+    /// let text = r#"{"Clusters": {"c": {"Destinations": {"d": {"Address": "http://10.0.0.1/", "Priorty": 1}}}}}"#;
+    /// let engine = Engine::from_json(text)?; // logs the warning
+    /// let warnings = Engine::default().load_json(text)?; // returns it
+    /// assert!(warnings[0].message.ends_with("did you mean `Priority`?"));
+    /// # Ok::<(), healthpick::ConfigError>(())
+    /// ```
+    ///
     /// # Errors
     /// Every problem of the document, at once.
     pub fn from_json(text: &str) -> Result<Engine, ConfigError> {

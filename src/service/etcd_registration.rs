@@ -126,45 +126,38 @@ impl Drop for EtcdRegistration {
 impl EtcdRegistrationBuilder {
     /// Sets the lease's time to live: how long after this process stops renewing (a crash)
     /// its key stays. Renewed every third of it. Default 10 s; etcd may raise a short one.
-    #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
 
     /// Sets the bound of one call to etcd. Default 5 s.
-    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// Sets a separate base URL for probes (`Health`).
-    #[must_use]
     pub fn health(self, url: Url) -> Self {
         self.field("Health", Value::String(url.to_string()))
     }
 
     /// Sets the `Host` header callers send.
-    #[must_use]
     pub fn host(self, host: impl Into<String>) -> Self {
         self.field("Host", Value::String(host.into()))
     }
 
     /// Sets the zone (for callers' locality tiers).
-    #[must_use]
     pub fn zone(self, zone: impl Into<String>) -> Self {
         self.field("Zone", Value::String(zone.into()))
     }
 
     /// Sets the region.
-    #[must_use]
     pub fn region(self, region: impl Into<String>) -> Self {
         self.field("Region", Value::String(region.into()))
     }
 
     /// Sets the weight (default 1).
-    #[must_use]
     pub fn weight(self, weight: f64) -> Self {
         self.field(
             "Weight",
@@ -173,13 +166,11 @@ impl EtcdRegistrationBuilder {
     }
 
     /// Sets the tier (`Priority`; 0 is the most preferred).
-    #[must_use]
     pub fn priority(self, tier: u32) -> Self {
         self.field("Priority", Value::from(tier))
     }
 
     /// Adds a metadata entry.
-    #[must_use]
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         let entry = self
             .value
@@ -193,7 +184,6 @@ impl EtcdRegistrationBuilder {
 
     /// Follows `draining`: once it starts, the value says `"Status": "Draining"`, so callers
     /// send this instance traffic only when nothing better is left.
-    #[must_use]
     pub fn drain_with(mut self, draining: Draining) -> Self {
         self.draining = Some(draining);
         self

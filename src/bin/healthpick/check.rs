@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clap::Args;
 use healthpick::config::{
-    check, CheckReport, ClusterConfig, Config, DestinationConfig, DiscoveryConfig, DnsRecord,
-    GuardMode, HealthPolicyOptions, SourceConfig,
+    check, check_section, CheckReport, ClusterConfig, Config, DestinationConfig, DiscoveryConfig,
+    DnsRecord, GuardMode, HealthPolicyOptions, Metadata, SourceConfig,
 };
 use healthpick::{Diagnostic, PolicyRegistry};
 use serde::ser::{Serialize, SerializeMap, Serializer};
@@ -20,14 +20,23 @@ use crate::{emit, plural, read_text};
 pub(crate) const AFTER_HELP: &str = "\
 The file is a YARP appsettings document ({\"ReverseProxy\": {\"Clusters\": ...}} or
 {\"Clusters\": ...}); comments and trailing commas are accepted, keys are case-insensitive.
+With --section NAME the clusters are read from NAME:Clusters instead (NAME may be nested,
+`Proxies:Internal`), and HealthPolicies from NAME:HealthPolicies when it exists.
+
+Beyond YARP's own validation it warns (errors with --strict) about: keys within a small
+edit distance of a known key (`unknown key `Priorty`; did you mean `Priority`?`), a probe
+Timeout not shorter than its Interval, and YARP settings healthpick reads but does not
+apply (HttpClient:MaxConnectionsPerServer, WebProxy, SslProtocols, HttpRequest:VersionPolicy, ...).
 
 Output (stdout):
   default  `FILE: configuration is valid (N clusters, M destinations)` or
            `FILE: configuration is INVALID (K errors)`, then one
            `error: <path>: <message>` / `warning: <path>: <message>` line per problem
-  --json   one JSON object: valid, errors, warnings and the effective configuration of
-           every cluster with all defaults resolved (intervals, timeouts, thresholds,
-           canonical policy names, outlier detection, probe URIs)
+  --json   one JSON object: valid, errors, warnings, the section read, the resolved
+           HealthPolicies and the effective configuration of every cluster with all
+           defaults resolved (intervals, timeouts, thresholds, canonical policy names,
+           outlier detection, HttpClient, HttpRequest, metadata, discovery, and each
+           destination's tier, weight, metadata and probe URI)
   --print-config
            when the file is valid, the configuration as a YARP JSON document: every
            setting it holds (health checks, policies, HttpClient, HttpRequest, metadata,
@@ -45,6 +54,7 @@ Exit status:
 Examples:
   healthpick check appsettings.json
   healthpick check --strict appsettings.json && deploy
+  healthpick check --section ReverseProxy2 appsettings.json
   healthpick check --json appsettings.json | jq '.clusters[].destinations'
   healthpick check --print-config appsettings.json > appsettings.canonical.json";
 
@@ -65,6 +75,10 @@ pub(crate) struct CheckArgs {
     /// Print the configuration as a YARP JSON document that loads again (problems to stderr)
     #[arg(long, conflicts_with = "json")]
     pub print_config: bool,
+
+    /// Read the clusters from NAME:Clusters instead of ReverseProxy:Clusters
+    #[arg(long, value_name = "NAME")]
+    pub section: Option<String>,
 }
 
 pub(crate) fn run(args: &CheckArgs) -> ExitCode {
@@ -85,7 +99,10 @@ pub(crate) fn run(args: &CheckArgs) -> ExitCode {
         }
     };
     let registry = PolicyRegistry::default();
-    let report = check(&text, &registry, args.strict);
+    let report = match &args.section {
+        Some(section) => check_section(&text, section, &registry, args.strict),
+        None => check(&text, &registry, args.strict),
+    };
     let valid = report.is_valid();
     if args.print_config {
         return print_config(&args.file, &report);
@@ -200,11 +217,52 @@ impl<T: Serialize> Serialize for Ordered<T> {
 }
 
 #[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct JsonReport<'a> {
     valid: bool,
     errors: &'a [Diagnostic],
     warnings: &'a [Diagnostic],
+    /// The configuration section the clusters were read from (`ReverseProxy:Clusters`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    section: Option<String>,
+    /// The global health-policy options in force (the file's `HealthPolicies`, defaults
+    /// resolved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health_policies: Option<JsonHealthPolicies>,
     clusters: Ordered<JsonCluster<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonHealthPolicies {
+    /// Whether the file has a `HealthPolicies` section (else these are the defaults).
+    from_file: bool,
+    detection_window_size_ms: u64,
+    minimal_total_count_threshold: u64,
+    default_failure_rate_limit: f64,
+    consecutive_failures_threshold: f64,
+    default_interval_ms: u64,
+    default_timeout_ms: u64,
+    default_reactivation_period_ms: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonHttpClient {
+    dangerous_accept_any_server_certificate: bool,
+    /// As given; healthpick reads it but does not apply it (a warning says so).
+    max_connections_per_server: Option<u32>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonHttpRequest<'a> {
+    /// `HttpRequest:Version` as given, if any.
+    version: Option<&'a str>,
+    /// The HTTP version probes of https destinations ask for (cleartext probes use HTTP/1.1).
+    probe_version: &'static str,
+    /// The attempt timeout of requests through the wrapped client or middleware, if set.
+    activity_timeout_ms: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -224,6 +282,10 @@ struct JsonCluster<'a> {
     reset_passive_on_recovery: bool,
     /// Metadata `OutlierDetection.*`, in force when the OutlierDetection passive policy runs.
     outlier_detection: JsonOutlierDetection,
+    http_client: JsonHttpClient,
+    http_request: JsonHttpRequest<'a>,
+    /// The cluster metadata as given.
+    metadata: Ordered<&'a str>,
     destinations: Ordered<JsonDestination<'a>>,
 }
 
@@ -287,6 +349,8 @@ struct JsonDestination<'a> {
     priority: u32,
     weight: f64,
     probe_uri: Option<String>,
+    /// The destination metadata as given.
+    metadata: Ordered<&'a str>,
 }
 
 fn json_output(
@@ -295,9 +359,22 @@ fn json_output(
     warnings: &[Diagnostic],
     config: Option<(&Config, &PolicyRegistry)>,
 ) -> String {
+    let mut section = None;
+    let mut health_policies = None;
     let clusters = match config {
         Some((config, registry)) => {
             let options = config.health_policies().copied().unwrap_or_default();
+            section = Some(config.section().to_string());
+            health_policies = Some(JsonHealthPolicies {
+                from_file: config.health_policies().is_some(),
+                detection_window_size_ms: millis(options.detection_window_size),
+                minimal_total_count_threshold: options.minimal_total_count_threshold,
+                default_failure_rate_limit: options.default_failure_rate_limit,
+                consecutive_failures_threshold: options.consecutive_failures_threshold,
+                default_interval_ms: millis(options.default_interval),
+                default_timeout_ms: millis(options.default_timeout),
+                default_reactivation_period_ms: millis(options.default_reactivation_period),
+            });
             Ordered::from_iter(
                 config
                     .clusters()
@@ -311,6 +388,8 @@ fn json_output(
         valid,
         errors,
         warnings,
+        section,
+        health_policies,
         clusters,
     };
     match serde_json::to_string_pretty(&report) {
@@ -396,6 +475,17 @@ fn effective_cluster<'a>(
             max_ejection_percent: outlier.max_ejection_percent,
             interval_ms: millis(outlier.interval),
         },
+        http_client: JsonHttpClient {
+            dangerous_accept_any_server_certificate: cluster
+                .dangerous_accept_any_server_certificate(),
+            max_connections_per_server: cluster.max_connections_per_server(),
+        },
+        http_request: JsonHttpRequest {
+            version: cluster.http_version_setting(),
+            probe_version: cluster.probe_http_version(),
+            activity_timeout_ms: cluster.activity_timeout_setting().map(millis),
+        },
+        metadata: metadata(cluster.metadata_map()),
         destinations: Ordered::from_iter(
             cluster
                 .destinations()
@@ -485,5 +575,10 @@ fn effective_destination<'a>(
             .probe_uri(dest)
             .ok()
             .map(|url| url.as_str().to_string()),
+        metadata: metadata(dest.metadata_map()),
     }
+}
+
+fn metadata(md: &Metadata) -> Ordered<&str> {
+    Ordered::from_iter(md.iter().map(|(k, v)| (k.to_string(), v)))
 }
