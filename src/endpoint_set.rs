@@ -1,4 +1,4 @@
-//! The endpoint set (SPEC §7): the simple face. A list of base URLs, some preferred, one health
+//! The endpoint set: the simple face. A list of base URLs, some preferred, one health
 //! path and interval; `pick_endpoint()` returns a healthy one from the best group.
 //!
 //! It is the same engine as the cluster face — one cluster named [`EndpointSet::CLUSTER`] whose

@@ -16,8 +16,8 @@ pub enum PickError {
         /// The cluster id as asked.
         cluster: String,
     },
-    /// The cluster has no destination yet because a discovery source has not answered (SPEC
-    /// §13): distinct from [`NoAvailableDestinations`](Self::NoAvailableDestinations), which
+    /// The cluster has no destination yet because a discovery source has not answered:
+    /// distinct from [`NoAvailableDestinations`](Self::NoAvailableDestinations), which
     /// means every known destination is out.
     #[error("cluster `{cluster}`: discovery pending, no source has answered yet")]
     DiscoveryPending {

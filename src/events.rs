@@ -1,4 +1,4 @@
-//! Change events for subscribers (SPEC §10, §13): every health-part change, every change of a
+//! Change events for subscribers: every health-part change, every change of a
 //! cluster's available set or panic flag, and what discovery sources do to a cluster (sets
 //! applied, changes held and released, sources going stale and recovering), in the order the
 //! engine applied them.
@@ -68,7 +68,7 @@ pub enum HealthEventKind {
         /// Destinations whose tier, weight, metadata, Host or locality changed.
         updated: Vec<Arc<str>>,
     },
-    /// The update guard held a publication instead of applying it (SPEC §13): it would have
+    /// The update guard held a publication instead of applying it: it would have
     /// emptied the cluster, removed a large share of it, or the source said the service does
     /// not exist. The last applied set stays in force.
     ChangeHeld {

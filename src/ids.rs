@@ -1,5 +1,5 @@
 //! Case-insensitive identifiers, as .NET's `OrdinalIgnoreCase` compares configuration keys,
-//! cluster ids, destination ids, metadata keys and policy names (SPEC §2).
+//! cluster ids, destination ids, metadata keys and policy names.
 //!
 //! Two ids are equal ignoring case exactly when their [`fold_case`] forms are equal; the engine
 //! indexes clusters by that form. The ASCII paths never allocate.

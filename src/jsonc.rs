@@ -1,6 +1,6 @@
 //! The JSON dialect of .NET configuration files (`appsettings.json`): `//` and `/* */` comments,
 //! trailing commas and a leading byte-order mark, otherwise strict JSON as System.Text.Json reads
-//! it (SPEC §2). The config reader and the simulator's scenario reader both parse through here,
+//! it. The config reader and the simulator's scenario reader both parse through here,
 //! into one tree that keeps each value's kind and where it sits in the text.
 
 use std::ops::Range;

@@ -1,4 +1,4 @@
-//! `reqwest-middleware` integration (feature `middleware`, SPEC §8, §14.2): a [`Middleware`]
+//! `reqwest-middleware` integration (feature `middleware`): a [`Middleware`]
 //! that routes requests whose URL host is a cluster id — `http://payments/api/orders`, the
 //! convention of Spring's load-balanced clients — and leaves every other URL alone. It drives the
 //! same failover step as [`HealthAwareClient`](crate::HealthAwareClient): the same timeouts

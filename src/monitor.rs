@@ -1,4 +1,4 @@
-//! The active health-check monitor (SPEC §3 scheduling, §14.1): when to probe.
+//! The active health-check monitor: when to probe.
 //!
 //! - Every destination has its own schedule: it is probed at once when its cluster (or the
 //!   destination itself) appears, then `Interval` after its previous probe finished; missed

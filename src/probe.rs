@@ -1,11 +1,11 @@
-//! The probe request (SPEC §3): what one active health check sends and how its response is
+//! The probe request: what one active health check sends and how its response is
 //! judged. The [`monitor`](crate::monitor) decides when to probe; this module only probes.
 //!
 //! A probe is a `GET` with no body, `User-Agent: healthpick/<version> (active health check)`, the
 //! destination's `Host` header if configured, HTTP/1.1 unless the cluster asks for HTTP/2, and no
 //! redirects (a 3xx is a failure). One timeout covers connecting, the headers and reading the body,
 //! of which at most [`MAX_PROBE_BODY`] bytes are read. A 2xx is a success unless its body is a
-//! health payload saying `Unhealthy` (SPEC §9).
+//! health payload saying `Unhealthy`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub const PROBE_USER_AGENT: &str = concat!(
 pub struct ProbeRequest {
     /// Default `GET`.
     pub method: Method,
-    /// The probe URI (SPEC §3).
+    /// The probe URI.
     pub uri: Url,
     /// Headers; the default carries `User-Agent` and, when configured, `Host`.
     pub headers: HeaderMap,
@@ -75,7 +75,7 @@ pub trait ProbeRequestFactory: Send + Sync + 'static {
     ) -> Result<ProbeRequest, String>;
 }
 
-/// The SPEC §3 probe: `GET` of the probe URI with the healthpick User-Agent and the destination's
+/// The probe: `GET` of the probe URI with the healthpick User-Agent and the destination's
 /// Host header.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultProbeRequestFactory;

@@ -1,4 +1,4 @@
-//! Building URLs from a destination's base URL (SPEC §3 "Probe URI"; reused for requests, §8).
+//! Building URLs from a destination's base URL (probe URIs; reused for requests).
 
 use url::Url;
 
@@ -70,7 +70,7 @@ pub(crate) fn shown(value: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{}... ({} bytes)", &value[..end], value.len()))
 }
 
-/// The probe URI of a destination, by SPEC §3: base = `health` or `address` without its query and
+/// The probe URI of a destination, by the rules of active checks: base = `health` or `address` without its query and
 /// fragment; with an empty `path` the base path (at least `/`), otherwise the base path with one
 /// trailing `/` removed followed by `path`; then `query` verbatim. The `url` crate percent-encodes
 /// what lies outside the path set and normalises scheme, host and default ports.
@@ -150,7 +150,7 @@ fn set_joined_path(url: &mut Url, path: &str) {
 }
 
 /// The URL of a request to `path_and_query` (`/api/orders?id=7`) on a destination whose base
-/// URL is `base`, by the same rules as probe URIs (SPEC §8): the base path with one trailing `/`
+/// URL is `base`, by the same rules as probe URIs: the base path with one trailing `/`
 /// removed, then the path, then the query verbatim. A path without a leading `/` gets one.
 pub(crate) fn request_url(base: &Url, path_and_query: &str) -> Url {
     let (path, query) = match path_and_query.split_once('?') {

@@ -1,5 +1,5 @@
 //! A token budget over a sliding window (Finagle's `RetryBudget`, tower's `TpsBudget`), without
-//! a lock: what the client's retry budgets and hedge caps are made of (SPEC §8, §14.2).
+//! a lock: what the client's retry budgets and hedge caps are made of.
 //!
 //! Deposits add tokens, withdrawals take one; a withdrawal succeeds while the window's balance
 //! (its deposits minus its withdrawals, plus a constant reserve) holds a whole token. The window

@@ -1,4 +1,4 @@
-//! Driving one call through the failover step (SPEC §8, §14.2): send an attempt, bound it by
+//! Driving one call through the failover step: send an attempt, bound it by
 //! its deadline, hand how it ended to [`Failover`], and send the next one where it says; with
 //! hedging, keep a second attempt in flight and let the first answer win. The wrapped client and
 //! the middleware each say how to send an attempt and read what came back ([`Reply`],

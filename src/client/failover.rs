@@ -1,4 +1,4 @@
-//! The failover step (SPEC §8, §14.2), the one place that decides, attempt by attempt, where a
+//! The failover step, the one place that decides, attempt by attempt, where a
 //! call goes and how long it may take: the first destination (waiting for the cluster's first
 //! probe round when due, at most until the call's deadline); each attempt's deadline; after an
 //! attempt that failed or was answered with a retryable status, whether the call goes on and to
@@ -496,7 +496,7 @@ async fn warm_pick(
     engine.pick_endpoint_ready_within(cluster, max_wait).await
 }
 
-/// One attempt in flight: reports `Cancelled` (a success, SPEC §4) if it is dropped before it
+/// One attempt in flight: reports `Cancelled` (a success) if it is dropped before it
 /// ended: the caller dropped the call, or a hedge answered first.
 pub(crate) struct Attempt {
     pick: Option<PickHandle>,

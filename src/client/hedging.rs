@@ -1,4 +1,4 @@
-//! Hedged requests (SPEC §14.2; Finagle's backup requests, gRPC hedging, "The Tail at Scale"):
+//! Hedged requests (Finagle's backup requests, gRPC hedging, "The Tail at Scale"):
 //! a retryable call whose attempt has not been answered within a delay gets one more attempt on
 //! another destination; the first response wins and the other attempt is cancelled. Hedges take
 //! tokens from the retry budget and are capped as a share of the calls that may hedge.

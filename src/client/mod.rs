@@ -1,5 +1,5 @@
-//! The health-aware HTTP client (SPEC §8, §14.2): a wrapped `reqwest::Client` that picks the
-//! destination, reports every attempt's outcome to passive health checks (SPEC §4), bounds every
+//! The health-aware HTTP client: a wrapped `reqwest::Client` that picks the
+//! destination, reports every attempt's outcome to passive health checks, bounds every
 //! attempt and call by a timeout, retries a retryable request that failed before any response or
 //! was answered with a gateway status on another destination — the next best of the same tier,
 //! or the next tier after a failure past connecting — within a per-cluster retry budget, and

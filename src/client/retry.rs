@@ -1,4 +1,4 @@
-//! Retries (SPEC §8, §14.2): how many attempts a call may make, which requests and which
+//! Retries: how many attempts a call may make, which requests and which
 //! statuses may be retried at all, and the per-cluster budgets that keep an outage from
 //! multiplying load.
 

@@ -1,4 +1,4 @@
-//! Timeouts of calls through the wrapped client and the middleware (SPEC §14.2): every attempt
+//! Timeouts of calls through the wrapped client and the middleware: every attempt
 //! and every call is bounded by default, so a frozen destination cannot hold its callers.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 /// - **Attempt**: from sending one attempt until its response has been read to the end (the
 ///   headers, then the body through [`Response::bytes`](crate::Response::bytes) and friends).
 ///   An attempt that runs out of time before its response arrived is a transport failure for
-///   passive health checks (SPEC §4) and fails over like any failure before a response (for a
+///   passive health checks and fails over like any failure before a response (for a
 ///   retryable request; see [`RetryPolicy`](crate::RetryPolicy)). Default **15 s**, Envoy's
 ///   route timeout: services behind Envoy or Istio are already shaped to answer within it, and a
 ///   shorter default would turn slow but healthy endpoints into transport failures that eject

@@ -1,4 +1,4 @@
-//! One cluster at run time (SPEC §5, §6): its settings with every policy resolved, and the
+//! One cluster at run time: its settings with every policy resolved, and the
 //! immutable snapshot that every reader loads.
 
 pub(crate) mod settings;

@@ -40,7 +40,7 @@ pub(crate) struct ClusterSettings {
 }
 
 /// A cluster's locality-to-tier mapping with this process's zone and region resolved
-/// (SPEC §13): a named zone or region's tier, else same zone 0, same region 1, else 2.
+///: a named zone or region's tier, else same zone 0, same region 1, else 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LocalityRule {
     pub zone: Option<String>,

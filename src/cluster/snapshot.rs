@@ -1,4 +1,4 @@
-//! The one publication of a cluster's state (SPEC §5, §6, §15): settings, members, the available
+//! The one publication of a cluster's state: settings, members, the available
 //! set, the best group and what the load balancer prepared for it, in one immutable value. The
 //! engine's health updater builds a new one on every change and swaps it in; picks, status, the
 //! prober and the client load it, so no reader sees settings and health from different moments.
@@ -19,28 +19,28 @@ pub(crate) struct ClusterSnapshot {
     /// Every destination, static ones in config order, then each source's in the order it
     /// published them.
     pub members: Vec<Arc<Destination>>,
-    /// Available destinations (SPEC §5), in member order.
+    /// Available destinations, in member order.
     pub available: Vec<Arc<Destination>>,
-    /// The best group (SPEC §6).
+    /// The best group.
     pub best: Box<[Arc<Destination>]>,
     /// The best group's health class; `None` when nothing is available.
     pub best_class: Option<HealthClass>,
     pub panic: bool,
     /// What the load-balancing policy prepared for `best`.
     pub prepared: Prepared,
-    /// The cluster's round-robin counter, shared by all its snapshots (SPEC §6).
+    /// The cluster's round-robin counter, shared by all its snapshots.
     pub counter: Arc<AtomicUsize>,
     /// Active checks are on and the first-pick warm-up is not over: the first picks wait.
     pub warming: bool,
     /// Active checks are on and some member has not had its first probe result yet: until then
     /// those rank below members already probed successfully.
     pub first_probes_pending: bool,
-    /// A discovery source has not answered yet: a pick that finds nothing says so (SPEC §13).
+    /// A discovery source has not answered yet: a pick that finds nothing says so.
     pub discovery_pending: bool,
 }
 
-/// Where a cluster stands in its first probes (SPEC §6, §14.1) and its sources' first answers
-/// (SPEC §13).
+/// Where a cluster stands in its first probes and its sources' first answers
+///.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct WarmUp {
     /// The first picks still wait: no destination of the best tier that can still succeed has

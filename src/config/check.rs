@@ -4,9 +4,9 @@
 
 use super::diagnostics::{CheckReport, Diagnostic, Diagnostics};
 use super::model::Config;
-use super::read::{read, read_section};
 #[cfg(feature = "serde")]
 use super::read::read_value;
+use super::read::{read, read_section};
 use super::validate::{sort_in_document_order, validate};
 #[cfg(feature = "serde")]
 use crate::jsonc::Json;

@@ -1,4 +1,4 @@
-//! Problems found in a configuration (SPEC §2): each names the cluster (and destination), the
+//! Problems found in a configuration: each names the cluster (and destination), the
 //! key path and the bad value; errors and warnings are collected, never thrown one at a time.
 
 use std::fmt;

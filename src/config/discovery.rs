@@ -1,4 +1,4 @@
-//! The discovery part of a cluster's configuration (SPEC §13, a healthpick extension YARP
+//! The discovery part of a cluster's configuration (a healthpick extension YARP
 //! ignores): which sources feed the cluster (`Discovery`), how the update guard treats changes
 //! that would remove much of it, and how locality maps to tiers (`LocalityTiers`).
 //!
@@ -80,7 +80,7 @@ pub struct ResolveDestinationsConfig {
 
 /// What the update guard does with a publication that would empty a source's destinations,
 /// remove at least [`max_removed_share`](Self::max_removed_share) of them, or say the service
-/// does not exist (SPEC §13). Smaller changes apply at once.
+/// does not exist. Smaller changes apply at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GuardPolicy {
     pub(crate) mode: GuardMode,
@@ -437,7 +437,7 @@ impl Default for ResolveDestinationsConfig {
     }
 }
 
-/// How a cluster maps its destinations' locality to tiers (SPEC §13): same zone as this process
+/// How a cluster maps its destinations' locality to tiers: same zone as this process
 /// tier 0, same region tier 1, anywhere else (or unknown) tier 2; a destination whose source gave
 /// it a tier keeps it. Named zones or regions in [`tier`](Self::tier) win over that rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! `HttpRequest:Version` as YARP reads and validates it (SPEC §2): .NET's `Version.Parse` of the
+//! `HttpRequest:Version` as YARP reads and validates it: .NET's `Version.Parse` of the
 //! text, with `.0` appended when it has no dot (so `"2"` is 2.0 and `"20"` is 20.0), then one of
 //! the versions YARP's validator accepts: 1.0, 1.1, 2.0 and 3.0.
 

@@ -1,5 +1,5 @@
 //! String-to-string metadata with case-insensitive keys, as .NET configuration reads it, and
-//! the metadata keys and number syntax YARP's built-in policies read (SPEC §2).
+//! the metadata keys and number syntax YARP's built-in policies read.
 
 use crate::ids::eq_ignore_case;
 

@@ -1,4 +1,4 @@
-//! Configuration: the cluster model, its builders, the YARP JSON reader and validation (SPEC §2).
+//! Configuration: the cluster model, its builders, the YARP JSON reader and validation.
 //!
 //! Data flows one way: a JSON document ([`Config::from_json`]) or code (the builders here) gives a
 //! [`Config`]; validation checks it and reports every problem at once (policy names are checked

@@ -1,4 +1,4 @@
-//! The configuration model and its builders, with YARP's defaults (SPEC §2).
+//! The configuration model and its builders, with YARP's defaults.
 
 use std::time::Duration;
 
@@ -126,7 +126,7 @@ impl Config {
     }
 }
 
-/// Global options of the built-in health policies and the active monitor (SPEC §2), the values
+/// Global options of the built-in health policies and the active monitor, the values
 /// YARP sets in code through `TransportFailureRateHealthPolicyOptions`,
 /// `ConsecutiveFailuresHealthPolicyOptions` and `ActiveHealthCheckMonitorOptions`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -161,7 +161,7 @@ impl Default for HealthPolicyOptions {
     }
 }
 
-/// The settings of the OutlierDetection passive policy (Envoy's outlier detection, SPEC §14.1),
+/// The settings of the OutlierDetection passive policy (Envoy's outlier detection),
 /// read from cluster metadata (`OutlierDetection.Consecutive5xx`, ...; see
 /// [`ClusterConfig::outlier_detection`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -215,7 +215,7 @@ impl OutlierDetectionOptions {
     }
 }
 
-/// One cluster: a named group of interchangeable destinations (SPEC §1).
+/// One cluster: a named group of interchangeable destinations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
     pub(crate) id: String,
@@ -286,7 +286,7 @@ impl ClusterConfig {
     }
 
     /// Adds a discovery source: destinations published by it join the configured ones
-    /// (SPEC §13). Sources run when [`Discovery`](crate::discovery::Discovery) is started.
+    ///. Sources run when [`Discovery`](crate::discovery::Discovery) is started.
     pub fn discovery(mut self, source: DiscoveryConfig) -> Self {
         self.discovery.push(source);
         self
@@ -449,7 +449,7 @@ impl ClusterConfig {
 
     /// How long TransportFailureRate keeps an ejected destination out: max(`ReactivationPeriod`
     /// or the default 60 s, detection window), so old failures have left the window when it
-    /// returns (SPEC §4).
+    /// returns.
     pub fn effective_reactivation_period(&self, options: &HealthPolicyOptions) -> Duration {
         self.health_check
             .passive
@@ -458,7 +458,7 @@ impl ClusterConfig {
             .max(options.detection_window_size)
     }
 
-    /// The probe URI of `destination` under this cluster's active-check Path and Query (SPEC §3),
+    /// The probe URI of `destination` under this cluster's active-check Path and Query,
     /// built whether or not active checks are enabled.
     ///
     /// # Errors
@@ -531,7 +531,7 @@ impl HealthCheckConfig {
     }
 }
 
-/// Active health checks: periodic probes of each destination (SPEC §3).
+/// Active health checks: periodic probes of each destination.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ActiveHealthCheckConfig {
     pub(crate) enabled: bool,
@@ -613,7 +613,7 @@ impl ActiveHealthCheckConfig {
     }
 }
 
-/// Passive health checks: judging destinations by real request outcomes (SPEC §4).
+/// Passive health checks: judging destinations by real request outcomes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PassiveHealthCheckConfig {
     pub(crate) enabled: bool,
@@ -690,7 +690,7 @@ impl PassiveHealthCheckConfig {
     }
 }
 
-/// One destination (instance) of a cluster (SPEC §1).
+/// One destination (instance) of a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DestinationConfig {
     pub(crate) id: String,

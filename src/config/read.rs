@@ -1,4 +1,4 @@
-//! Reading a YARP `ReverseProxy:Clusters` JSON document as .NET configuration reads it (SPEC §2):
+//! Reading a YARP `ReverseProxy:Clusters` JSON document as .NET configuration reads it:
 //! comments and trailing commas, case-insensitive keys, scalars as strings or JSON values, unknown
 //! keys ignored, empty values meaning "not set".
 

@@ -1,4 +1,4 @@
-//! Reading a cluster's `Discovery` and `LocalityTiers` sections (SPEC §13; healthpick
+//! Reading a cluster's `Discovery` and `LocalityTiers` sections (healthpick
 //! extensions, which YARP ignores). `Discovery` is one source (an object) or several (an array).
 //! Every key is read as .NET configuration reads keys (case-insensitive, scalars as text); every
 //! bad value is an error naming cluster, key path and value; a key this section does not know is

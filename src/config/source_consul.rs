@@ -1,4 +1,4 @@
-//! Settings of a Consul discovery source (SPEC §13): which agent, which service, and the
+//! Settings of a Consul discovery source: which agent, which service, and the
 //! datacenters to read it from, in order of preference.
 //!
 //! ```json

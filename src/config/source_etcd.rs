@@ -1,4 +1,4 @@
-//! Settings of an etcd discovery source (SPEC §13): which etcd, and the key prefix under which
+//! Settings of an etcd discovery source: which etcd, and the key prefix under which
 //! a cluster's instances register.
 //!
 //! ```json

@@ -1,4 +1,4 @@
-//! Settings of a Kubernetes discovery source (SPEC §13): which Service's EndpointSlices, in which
+//! Settings of a Kubernetes discovery source: which Service's EndpointSlices, in which
 //! namespace, which of its ports, and how the watch is kept honest (a periodic re-list, an idle
 //! timeout).
 //!

@@ -1,4 +1,4 @@
-//! TimeSpan strings as .NET configuration reads them (SPEC §2).
+//! TimeSpan strings as .NET configuration reads them.
 //!
 //! YARP reads every time span in its configuration with
 //! `TimeSpan.ParseExact(value, "c", CultureInfo.InvariantCulture)`, the

@@ -1,4 +1,4 @@
-//! Validation: every problem of a configuration, found at once (SPEC §2).
+//! Validation: every problem of a configuration, found at once.
 //!
 //! Errors name the cluster (and destination), the key path and the bad value. Problems that YARP
 //! accepts silently (unparsable metadata numbers, probe settings of a disabled check) are

@@ -1,4 +1,4 @@
-//! The configuration in any serde format (feature `serde`; SPEC §2): `Serialize` writes the YARP
+//! The configuration in any serde format (feature `serde`): `Serialize` writes the YARP
 //! JSON shape, `Deserialize` reads it through the YARP reader and validation.
 //!
 //! Reading does not derive field by field: a derive could not read keys case-insensitively, take

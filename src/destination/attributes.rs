@@ -1,4 +1,4 @@
-//! What may change about a destination without making it another instance (SPEC §2, §13): its
+//! What may change about a destination without making it another instance: its
 //! tier, weight, metadata, `Host` header, probe base and locality. A source that republishes a key with new
 //! attributes keeps the destination (its health, counters and in-flight count); only a new
 //! address makes a new one.

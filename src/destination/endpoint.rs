@@ -1,4 +1,4 @@
-//! What a source says about one instance (SPEC §13): a key that is stable within the source, the
+//! What a source says about one instance: a key that is stable within the source, the
 //! address requests go to, and the attributes that may change without making it another
 //! instance. Sources publish full sets of these; the engine turns them into destinations.
 

@@ -1,4 +1,4 @@
-//! The handle a pick returns (SPEC §6): the chosen destination, counted in flight until the
+//! The handle a pick returns: the chosen destination, counted in flight until the
 //! handle is dropped, and the way its request's outcome reaches passive health checks.
 
 use std::fmt;
@@ -14,7 +14,7 @@ use crate::health::outcome::RequestOutcome;
 /// counted in flight until this handle is dropped.
 ///
 /// Report how the request went with [`report`](Self::report) so that passive health checks see
-/// it (SPEC §4). Keep the handle alive for the whole exchange, including reading the body, so that
+/// it. Keep the handle alive for the whole exchange, including reading the body, so that
 /// LeastRequests and PowerOfTwoChoices see real load.
 #[must_use = "the destination counts as in flight until the handle is dropped"]
 pub struct PickHandle {

@@ -1,4 +1,4 @@
-//! Where an instance runs (SPEC §13): region, zone and node, as discovery sources report them
+//! Where an instance runs: region, zone and node, as discovery sources report them
 //! (Kubernetes' `zone`, Consul's datacenter, an etcd value's `Zone`). A cluster can map locality
 //! to tiers: same zone first, then same region, then the rest.
 

@@ -1,4 +1,4 @@
-//! A destination at run time (SPEC §1, §13): one instance of a cluster, with its identity, its
+//! A destination at run time: one instance of a cluster, with its identity, its
 //! current attributes, its health, the policies' own data, and its in-flight count; and the
 //! handle a pick returns.
 //!

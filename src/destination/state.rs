@@ -1,4 +1,4 @@
-//! What a destination carries from one change to the next (SPEC §2, §13): its health parts,
+//! What a destination carries from one change to the next: its health parts,
 //! the policies' own per-destination data, and the bookkeeping the status view shows. Only the
 //! engine's health updater writes health, under its cluster's update lock; everyone reads it
 //! without locks.

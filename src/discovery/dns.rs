@@ -1,4 +1,4 @@
-//! DNS discovery (feature `dns`; SPEC §13): a cluster's destinations from the A/AAAA or SRV
+//! DNS discovery (feature `dns`): a cluster's destinations from the A/AAAA or SRV
 //! records of one name ([`DnsSource`]), or YARP's destination resolver, which expands each
 //! configured destination whose host is a name into one destination per address
 //! ([`ResolveDestinations`]).
@@ -49,7 +49,7 @@ use crate::uri::parse_base;
 /// record of weight 1 it gets about one pick in a thousand.
 pub const SRV_ZERO_WEIGHT: f64 = 0.001;
 
-/// The A/AAAA or SRV records of one name, as a cluster's destinations (SPEC §13).
+/// The A/AAAA or SRV records of one name, as a cluster's destinations.
 ///
 /// - **A/AAAA** ([`DnsSourceConfig::address`]): one destination per address, key `ip:port`
 ///   (`[ip]:port` for IPv6), address `scheme://ip:port/`, `Host` header the configured name (as
@@ -225,7 +225,7 @@ impl PollSource for DnsSource {
     }
 }
 
-/// YARP's DNS destination resolver (`AddDnsDestinationResolver`) as a source (SPEC §13).
+/// YARP's DNS destination resolver (`AddDnsDestinationResolver`) as a source.
 ///
 /// Each configured destination of the cluster whose `Address` host is a name expands to one
 /// destination per address the name resolves to (A and AAAA):

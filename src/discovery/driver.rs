@@ -1,4 +1,4 @@
-//! The polling driver (SPEC §13): asks a [`PollSource`] for its full set, publishes the answer,
+//! The polling driver: asks a [`PollSource`] for its full set, publishes the answer,
 //! and asks again when the answer's validity (a DNS TTL) runs out, clamped to the configured
 //! bounds, with jitter so processes do not ask in lockstep. After an error it backs off
 //! exponentially from the shortest delay to the longest, with jitter, and the last good set

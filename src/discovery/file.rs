@@ -1,4 +1,4 @@
-//! A watched configuration file (feature `file`; SPEC §13): a YARP document whose changes reload
+//! A watched configuration file (feature `file`): a YARP document whose changes reload
 //! the engine's whole configuration, as [`Engine::load_json_from`] does — destinations diffed
 //! by id with the identity rules, so a surviving destination keeps its health and in-flight
 //! count.

@@ -1,4 +1,4 @@
-//! Service discovery (SPEC §13): destinations from sources other than the configuration — DNS,
+//! Service discovery: destinations from sources other than the configuration — DNS,
 //! a watched configuration file, or your own code — with the engine's identity rules, an update
 //! guard no anchor has, staleness, first-sync and provenance.
 //!

@@ -1,4 +1,4 @@
-//! Running the sources a configuration names (SPEC §13): every cluster's `Discovery` section
+//! Running the sources a configuration names: every cluster's `Discovery` section
 //! gets one task per source, started when [`Discovery::start`] is called and kept in line with
 //! configuration reloads — a source that appears is started, one that changes is restarted (its
 //! destinations stay until its new task answers), one that disappears is stopped and its

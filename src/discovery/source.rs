@@ -1,4 +1,4 @@
-//! The extension point of polling sources (SPEC §13): something that can be asked "what is the
+//! The extension point of polling sources: something that can be asked "what is the
 //! full set now?" — DNS, a registry's HTTP API, a file — and answers with a set, "does not
 //! exist", or an error. The [driver](super::driver) asks it, publishes its answers and decides
 //! when to ask again; watch-style sources push through a [`Publisher`](super::Publisher)

@@ -1,4 +1,4 @@
-//! The update guard (SPEC §13, a healthpick extension no anchor has): a publication that would
+//! The update guard (a healthpick extension no anchor has): a publication that would
 //! empty a source's destinations, remove at least the configured share of them, or say the
 //! service does not exist is held, not applied, until it is confirmed. Small removals (a rolling
 //! deploy) apply at once.

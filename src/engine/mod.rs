@@ -1,4 +1,4 @@
-//! The engine (SPEC §2, §5, §6, §10): every cluster's runtime state, picks, configuration
+//! The engine: every cluster's runtime state, picks, configuration
 //! reloads and destination sets, probe rounds and request outcomes, timers, status and events.
 //!
 //! | file | what it owns |
@@ -150,7 +150,7 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Applies one finished probe round of `cluster` (SPEC §3): the cluster's active policy sees
+    /// Applies one finished probe round of `cluster`: the cluster's active policy sees
     /// all results at once, and the cluster's first round is over (first picks and
     /// [`ready`](Self::ready) stop waiting). Results naming destinations the cluster no longer
     /// has are dropped. Returns how many results were applied (0 when active checks are
@@ -169,7 +169,7 @@ impl Engine {
     }
 
     /// Applies probe results of `cluster` as they arrive, without waiting for a whole round
-    /// (SPEC §14.1), for a prober of your own: what the [`ActiveMonitor`](crate::ActiveMonitor)
+    ///, for a prober of your own: what the [`ActiveMonitor`](crate::ActiveMonitor)
     /// does for a policy with [`ProbeDelivery::PerDestination`](crate::policy::ProbeDelivery).
     /// The active policy sees these results at once; the cluster's first round is over when
     /// every destination has had a result. Results naming destinations the cluster no longer

@@ -1,4 +1,4 @@
-//! Picks (SPEC §6): the best group of a cluster's current snapshot, then its load-balancing
+//! Picks: the best group of a cluster's current snapshot, then its load-balancing
 //! policy. A pick loads one snapshot without locks and allocates nothing but the handle's
 //! reference count; only the first picks of a cluster with active checks may wait, for its first
 //! probe round.
@@ -51,7 +51,7 @@ fn unknown(cluster: &str) -> PickError {
 }
 
 impl Engine {
-    /// Picks a destination of `cluster` for one request (SPEC §6): best health class, lowest
+    /// Picks a destination of `cluster` for one request: best health class, lowest
     /// tier, then the cluster's load-balancing policy. Lock-free; allocates nothing but the
     /// handle's reference count.
     ///
@@ -73,7 +73,7 @@ impl Engine {
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
-    /// returned without consulting it (SPEC §6).
+    /// returned without consulting it.
     #[inline]
     fn choose(
         &self,
@@ -111,7 +111,7 @@ impl Engine {
     }
 
     /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
-    /// the same tier, then the next tier (SPEC §8 failover). Meant for retries, so it may
+    /// the same tier, then the next tier. Meant for retries, so it may
     /// allocate; the first attempt should use [`pick_endpoint`](Self::pick_endpoint).
     ///
     /// ```
@@ -217,7 +217,7 @@ impl Engine {
     }
 
     /// Like [`pick_endpoint`](Self::pick_endpoint), but the first picks of a cluster with active
-    /// checks wait for its warm-up instead of sending the first request blind (SPEC §6, §14.1),
+    /// checks wait for its warm-up instead of sending the first request blind,
     /// at most the probe timeout. The warm-up ends as soon as the best tier that can still
     /// answer has a destination with a successful probe (tiers whose every first probe failed
     /// are skipped), or every first probe finished; a probe that hangs does not hold it. Picks
@@ -299,7 +299,7 @@ impl Engine {
     /// destination has had a result — success, failure or timeout — as the
     /// [`ActiveMonitor`](crate::monitor::ActiveMonitor) runs them, or a whole round was
     /// reported) and every registered discovery source has answered once or used up its
-    /// first-answer wait (SPEC §13). Clusters without active checks or sources are ready at once.
+    /// first-answer wait. Clusters without active checks or sources are ready at once.
     pub async fn ready(&self) {
         let table = self.core.table();
         let rounds: Vec<_> = table
@@ -338,7 +338,7 @@ impl Engine {
     }
 
     /// The whole best group of `cluster` and its summary status, for callers that pick
-    /// themselves (SPEC §6).
+    /// themselves.
     ///
     /// # Errors
     /// As [`pick_endpoint`](Self::pick_endpoint).

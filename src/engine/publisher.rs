@@ -1,4 +1,4 @@
-//! The publishing handle (SPEC §13): what a discovery source — or your own code — publishes a
+//! The publishing handle: what a discovery source — or your own code — publishes a
 //! cluster's endpoints through. Each publication is the source's full current set; the engine
 //! diffs it (identity rules of `reload.rs`), the update guard may hold it, and failures keep the
 //! last good set and mark the source stale.

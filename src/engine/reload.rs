@@ -1,4 +1,4 @@
-//! Changing what clusters exist and what their destinations are (SPEC §2, §13): whole-config
+//! Changing what clusters exist and what their destinations are: whole-config
 //! reloads and one source's destination set, through one code path.
 //!
 //! Every destination comes from a source: [`CONFIG_SOURCE`] for those of the configuration, or a

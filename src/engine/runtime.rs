@@ -37,9 +37,9 @@ pub(crate) struct ClusterRuntime {
     /// Serialises every change of this cluster (health, members, settings).
     pub book: Mutex<ClusterBook>,
     /// True once every destination of this cluster had its first probe result, or a whole
-    /// probe round was reported (`Engine::ready`, SPEC §6).
+    /// probe round was reported (`Engine::ready`).
     pub first_round: watch::Sender<bool>,
-    /// True once the first-pick warm-up is over (SPEC §14.1): first picks wait for it.
+    /// True once the first-pick warm-up is over: first picks wait for it.
     pub warmed: watch::Sender<bool>,
     /// Bumped whenever the cluster's members or settings were published anew (a source
     /// published, a reload, the cluster left): the active monitor re-reads its targets.
@@ -120,7 +120,7 @@ impl FirstProbes {
         counts.2 += usize::from(succeeded);
     }
 
-    /// Whether the first picks need not wait any longer (SPEC §14.1): going from the best tier
+    /// Whether the first picks need not wait any longer: going from the best tier
     /// down, the first tier whose destinations have not all failed their probes has one whose
     /// latest probe succeeded. A tier whose probes are still running holds the wait; a tier
     /// whose every probe failed is skipped; once every probe finished, nothing holds it.

@@ -1,4 +1,4 @@
-//! What the engine knows about one registered discovery source of a cluster (SPEC §13): what it
+//! What the engine knows about one registered discovery source of a cluster: what it
 //! watches, when it last answered, whether it is stale and why, how many sets it published, and
 //! the change its update guard holds.
 

@@ -1,4 +1,4 @@
-//! A registered discovery source's life in its cluster (SPEC §13): registration, answers
+//! A registered discovery source's life in its cluster: registration, answers
 //! judged by the update guard, failures that keep the last good set and mark the source stale,
 //! held changes released by confirmation, by probes that agree, or by force, and retirement.
 //! Everything happens under the cluster's book lock, like every other change of the cluster.
@@ -246,7 +246,7 @@ impl ClusterRuntime {
     }
 
     /// Applies every held change whose removed destinations all failed their probes: active
-    /// checks agree with the source (SPEC §13).
+    /// checks agree with the source.
     pub(crate) fn release_if_probes_agree(&self, hub: &Hub, book: &mut ClusterBook, now: Duration) {
         if self.cell.load().settings.probing.is_none() {
             return;

@@ -1,4 +1,4 @@
-//! The point-in-time status view (SPEC §10): what a dashboard or `healthpick watch` prints,
+//! The point-in-time status view: what a dashboard or `healthpick watch` prints,
 //! read from each cluster's snapshot.
 
 use std::collections::HashSet;
@@ -89,7 +89,7 @@ pub struct ClusterStatus {
     pub destinations: Vec<DestinationStatus>,
 }
 
-/// One discovery source of a cluster at one moment (SPEC §13).
+/// One discovery source of a cluster at one moment.
 #[derive(Debug, Clone, Serialize, Default)]
 #[non_exhaustive]
 pub struct SourceStatus {
@@ -117,7 +117,7 @@ pub struct SourceStatus {
     pub held: Option<HeldStatus>,
 }
 
-/// A change the update guard holds (SPEC §13).
+/// A change the update guard holds.
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct HeldStatus {
@@ -182,13 +182,13 @@ pub struct DestinationStatus {
     pub locality: String,
     /// Whether its most recent probe succeeded; `None` before its first probe result. A
     /// destination whose latest probe failed is a suspect: it ranks with Degraded destinations
-    /// unless the cluster turns suspect ranking off (SPEC §14.1).
+    /// unless the cluster turns suspect ranking off.
     pub last_probe_succeeded: Option<bool>,
 }
 
 impl Engine {
     /// A point-in-time view of every cluster and destination, for dashboards and the CLI
-    /// (SPEC §10).
+    ///.
     pub fn status(&self) -> EngineStatus {
         let table = self.core.table();
         let now = self.core.clock.now();

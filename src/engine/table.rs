@@ -95,7 +95,7 @@ struct Entry {
     cursor: usize,
 }
 
-/// A thread's round-robin cursor for one cluster (SPEC §6, §12): picks advance it without
+/// A thread's round-robin cursor for one cluster: picks advance it without
 /// touching shared memory. The first thread to pick from a cluster starts at 0, so one thread
 /// sees the exact sequence 0, 1, 2, ...; every later thread starts at its own offset, so threads
 /// together still spread evenly.

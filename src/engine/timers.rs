@@ -1,5 +1,5 @@
-//! The engine's timers: passive reactivations (SPEC §4) and the confirmation of changes the
-//! update guard holds (SPEC §13). A heap of due times, fired by a tokio task on the system
+//! The engine's timers: passive reactivations and the confirmation of changes the
+//! update guard holds. A heap of due times, fired by a tokio task on the system
 //! clock, or by `Engine::fire_due_timers` with a custom clock.
 
 use std::cmp::{Ordering, Reverse};

@@ -146,7 +146,7 @@ impl ClusterRuntime {
         self.publish(hub.as_deref(), &mut book, rebuilt, now);
     }
 
-    /// Applies probe results (SPEC §3, §14.1). Results for destinations no longer in the cluster
+    /// Applies probe results. Results for destinations no longer in the cluster
     /// are dropped. Returns how many results matched a destination.
     pub(crate) fn apply_probes(&self, batch: ProbeBatch<'_>) -> usize {
         let hub = self.hub.upgrade();
@@ -331,7 +331,7 @@ impl ClusterRuntime {
     }
 
     /// Active checks saw `destination` come back: its passive policies forget its outage, if
-    /// the cluster asks for it (SPEC §14.1).
+    /// the cluster asks for it.
     fn recovered(&self, snapshot: &ClusterSnapshot, destination: &Destination, now: Duration) {
         let settings = &snapshot.settings;
         let Some(passive) = &settings.policies.passive else {

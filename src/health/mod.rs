@@ -1,4 +1,4 @@
-//! What health is (SPEC §1, §3, §4, §9): the health parts of a destination and the classes
+//! What health is: the health parts of a destination and the classes
 //! selection ranks them in, probe results, request outcomes, the reasons a part changed, and the
 //! health payload a service reports itself with.
 //!

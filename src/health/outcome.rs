@@ -1,6 +1,6 @@
-//! How a finished request went (SPEC §4): the input of passive health checks.
+//! How a finished request went: the input of passive health checks.
 
-/// How a finished request to a destination went (SPEC §4).
+/// How a finished request to a destination went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RequestOutcome {

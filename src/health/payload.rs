@@ -1,4 +1,4 @@
-//! The health payload (SPEC §9): the JSON body a service's health endpoint answers with and
+//! The health payload: the JSON body a service's health endpoint answers with and
 //! active probes read, and the HTTP status that goes with each reported status. Probes parse it
 //! here; the service side ([`crate::service`]) builds and serves it.
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::ReportedHealth;
 
-/// The JSON body of a service's health endpoint (SPEC §9).
+/// The JSON body of a service's health endpoint.
 ///
 /// ```json
 /// {"status": "Healthy", "version": "1.4.2", "environment": "prod", "hostname": "eu-2"}
@@ -123,7 +123,7 @@ impl HealthPayload {
     }
 }
 
-/// The HTTP status code for a health endpoint reporting `status` (SPEC §9): `Healthy` → 200,
+/// The HTTP status code for a health endpoint reporting `status`: `Healthy` → 200,
 /// `Degraded` → 200 (still usable, just less preferred), `Unhealthy` → 503, none → 503.
 ///
 /// Degraded answers 200 so that callers which only look at the status code keep using the

@@ -1,11 +1,11 @@
-//! The result of one probe (SPEC §3, §9): what the probe saw, and whether it counts as a
+//! The result of one probe: what the probe saw, and whether it counts as a
 //! success.
 
 use super::state::ReportedHealth;
 
 /// The result of probing one destination in a round.
 ///
-/// A probe succeeds on a 2xx status unless its health payload says `Unhealthy` (SPEC §9); a
+/// A probe succeeds on a 2xx status unless its health payload says `Unhealthy`; a
 /// transport error, timeout, non-2xx status or a request that could not be built is a failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeResult {

@@ -1,4 +1,4 @@
-//! Why a health part changed (SPEC §10): kept structured so that building it costs nothing on
+//! Why a health part changed: kept structured so that building it costs nothing on
 //! the request path; it becomes text only when an event is logged or shown.
 
 use std::borrow::Cow;

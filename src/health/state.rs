@@ -1,5 +1,5 @@
-//! The health parts of a destination and the classes selection ranks them in (SPEC §1, §6,
-//! §13): what health *is*, independent of any policy that decides it.
+//! The health parts of a destination and the classes selection ranks them in: what health *is*,
+//! independent of any policy that decides it.
 
 use std::fmt;
 
@@ -44,7 +44,7 @@ impl fmt::Display for HealthState {
     }
 }
 
-/// The status a destination reports about itself in its health payload (SPEC §9).
+/// The status a destination reports about itself in its health payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ReportedHealth {
     /// The service says it is fine.
@@ -102,7 +102,7 @@ impl fmt::Display for ReportedHealth {
     }
 }
 
-/// What a discovery source says about an endpoint (SPEC §13): Kubernetes' ready / serving /
+/// What a discovery source says about an endpoint: Kubernetes' ready / serving /
 /// terminating conditions, Consul's passing / warning / critical checks, an etcd value's
 /// `Health`. Destinations of the configuration are `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -168,7 +168,7 @@ impl fmt::Display for DiscoveryHealth {
     }
 }
 
-/// The independent health parts of a destination (SPEC §1, §13).
+/// The independent health parts of a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HealthParts {
     /// Written by the active policy from probe rounds.
@@ -182,7 +182,7 @@ pub struct HealthParts {
 }
 
 /// How good a destination is for traffic right now; selection keeps only the best class present
-/// (SPEC §6). Also the summary status of [`best_endpoints`](crate::Engine::best_endpoints).
+///. Also the summary status of [`best_endpoints`](crate::Engine::best_endpoints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum HealthClass {
     /// Usable: active and passive not Unhealthy and not reporting Degraded. Unknown destinations

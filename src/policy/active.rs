@@ -1,4 +1,4 @@
-//! The active-policy extension point: what a probe round means for each destination (SPEC §3).
+//! The active-policy extension point: what a probe round means for each destination.
 
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ impl ActivePolicyContext<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProbeDelivery {
     /// Each destination's result as soon as it arrives (results that arrive together come in one
-    /// call), so a probe that hangs delays only its own destination (SPEC §14.1). Each
+    /// call), so a probe that hangs delays only its own destination. Each
     /// destination is probed again `Interval` after its own previous probe finished. The
     /// default; right for any policy that judges each destination by its own results, as
     /// ConsecutiveFailures does.

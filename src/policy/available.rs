@@ -1,4 +1,4 @@
-//! The available-destinations extension point: who may receive traffic (SPEC §5).
+//! The available-destinations extension point: who may receive traffic.
 //!
 //! Evaluated whenever a health part of a cluster's destination changes and on config change,
 //! never on the request path.
@@ -54,7 +54,7 @@ impl AvailablePolicyContext<'_> {
     /// Whether `destination` is a suspect: active checks are on, its most recent probe failed,
     /// and the cluster ranks suspects with Degraded destinations. A suspect that its active
     /// policy has not ejected is still available; selection ranks it below destinations whose
-    /// most recent probe succeeded (SPEC §14.1).
+    /// most recent probe succeeded.
     pub fn is_suspect(&self, destination: &Destination) -> bool {
         self.suspect_ranking
             && self.active_enabled
@@ -63,7 +63,7 @@ impl AvailablePolicyContext<'_> {
 
     /// Whether `destination` waits for its first probe result while its cluster's first probes
     /// are still running: until they finished it ranks below destinations already probed
-    /// successfully (the first-pick warm-up, SPEC §14.1).
+    /// successfully (the first-pick warm-up).
     pub(crate) fn is_unverified(&self, destination: &Destination) -> bool {
         self.first_probes_pending
             && self.suspect_ranking

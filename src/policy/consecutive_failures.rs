@@ -1,4 +1,4 @@
-//! The built-in active policy `ConsecutiveFailures` (SPEC §3), as YARP's
+//! The built-in active policy `ConsecutiveFailures`, as YARP's
 //! `ConsecutiveFailuresHealthPolicy`: a destination becomes Unhealthy after `threshold`
 //! consecutive failed probes and Healthy after one successful probe. Below the threshold a failure
 //! keeps the previous state, so a new destination stays Unknown until it fails `threshold` times

@@ -1,4 +1,4 @@
-//! The built-in available-destinations policies (SPEC §5): `HealthyAndUnknown`, and
+//! The built-in available-destinations policies: `HealthyAndUnknown`, and
 //! `HealthyOrPanic` (the default), which lets every destination through when none is healthy.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Health policies (SPEC §3-§5) and the registry that names them.
+//! Health policies and the registry that names them.
 //!
 //! YARP keeps four roles apart and so do we:
 //! - the **active policy** ([`ActiveHealthPolicy`], built-in [`ConsecutiveFailures`]) reads a probe

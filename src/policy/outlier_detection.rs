@@ -1,4 +1,4 @@
-//! The built-in passive policy `OutlierDetection` (SPEC §14.1): Envoy's outlier detection on
+//! The built-in passive policy `OutlierDetection`: Envoy's outlier detection on
 //! response statuses, which TransportFailureRate does not look at.
 //!
 //! - Per destination, two counters: consecutive 5xx responses, and consecutive gateway errors

@@ -1,5 +1,5 @@
 //! The passive-policy extension point: what one finished request means for its destination
-//! (SPEC §4).
+//!.
 
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ impl PassivePolicyContext<'_> {
 
     /// The reactivation period in force: max(`ReactivationPeriod` or the default, the detection
     /// window), so that old failures have left the window when an ejected destination returns
-    /// (SPEC §4).
+    ///.
     pub fn effective_reactivation_period(&self) -> Duration {
         self.effective_reactivation_period
     }
@@ -161,7 +161,7 @@ pub trait PassiveHealthPolicy: Send + Sync + 'static {
 
     /// Active health checks saw `ctx.destination()` come back (Unhealthy to Healthy), and the
     /// cluster asks passive policies to forget what they saw while it was down (cluster metadata
-    /// `HealthCheck.ResetPassiveOnRecovery`, default `true`; SPEC §14.1). Called by the health
+    /// `HealthCheck.ResetPassiveOnRecovery`, default `true`). Called by the health
     /// updater with the cluster's update lock held: keep it short. Its passive health is not
     /// changed by this (a pending reactivation still decides when an ejected destination
     /// returns); the point is that its first requests after coming back are not judged together

@@ -1,4 +1,4 @@
-//! Named policies: the built-ins and the ones an application registers (SPEC §3-§6), and the one
+//! Named policies: the built-ins and the ones an application registers, and the one
 //! place a configuration's policy names are resolved.
 //!
 //! Names are compared case-insensitively (`"roundrobin"` resolves), as YARP does. Registering a

@@ -1,4 +1,4 @@
-//! The built-in passive policy `TransportFailureRate` (SPEC §4), computed exactly as YARP's
+//! The built-in passive policy `TransportFailureRate`, computed exactly as YARP's
 //! `TransportFailureRateHealthPolicy`:
 //!
 //! - outcomes are grouped in 1-second buckets; a bucket is stamped with its closing time (its
@@ -61,7 +61,7 @@ impl PassiveHealthPolicy for TransportFailureRate {
 
     /// The failures of the outage are forgotten: a destination that active checks saw come back
     /// is not ejected again by its first successful request (healthpick extension; YARP keeps
-    /// the history, SPEC §14.1).
+    /// the history).
     fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
         ctx.with_state(|history: &mut FailureHistory| *history = FailureHistory::default());
     }

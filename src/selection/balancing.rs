@@ -1,4 +1,4 @@
-//! The load-balancing extension point (SPEC §6): a policy picks one destination of a best group
+//! The load-balancing extension point: a policy picks one destination of a best group
 //! on every request, from what it prepared once when the group last changed.
 
 use std::any::Any;

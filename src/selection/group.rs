@@ -1,4 +1,4 @@
-//! The best group (SPEC §6): among the available destinations, the best health class present,
+//! The best group: among the available destinations, the best health class present,
 //! then within it the lowest tier. Computed when health or destinations change, never per pick.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use crate::health::state::{DiscoveryHealth, HealthClass, ReportedHealth};
 use crate::ids::eq_ignore_case;
 use crate::policy::available::AvailablePolicyContext;
 
-/// The health class of an available destination (SPEC §6).
+/// The health class of an available destination.
 pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> HealthClass {
     if ctx.is_excluded(d) {
         return HealthClass::Unhealthy;
@@ -24,7 +24,7 @@ pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> Hea
 }
 
 /// Within a class, while the cluster's first probes are running, a destination still waiting
-/// for its first result ranks after those already probed successfully (SPEC §14.1 warm-up).
+/// for its first result ranks after those already probed successfully (the warm-up).
 fn waits_for_first_probe(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> bool {
     ctx.is_unverified(d)
 }
@@ -34,7 +34,7 @@ fn waits_for_first_probe(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> b
 type Rank = (HealthClass, bool, u32);
 
 /// The best group among `available`: best health class, then lowest tier; with the class. A
-/// destination of weight 0 is in it only when the group has no other (SPEC §13: weight 0 means
+/// destination of weight 0 is in it only when the group has no other (weight 0 means
 /// "only when nothing else is left").
 pub(crate) fn best_group(
     ctx: &AvailablePolicyContext<'_>,

@@ -1,4 +1,4 @@
-//! Best-endpoint selection (SPEC §6): keep the best health class, then the lowest tier, then let
+//! Best-endpoint selection: keep the best health class, then the lowest tier, then let
 //! the cluster's load-balancing policy pick inside that group.
 //!
 //! The group is computed when health or destinations change and published in the cluster

@@ -1,5 +1,5 @@
 //! `RoundRobin`: one counter per cluster, starting at 0 and advanced only when the policy is
-//! consulted; the index is counter mod group size (SPEC §6). A weighted group cycles through a
+//! consulted; the index is counter mod group size. A weighted group cycles through a
 //! smooth weighted order instead, built once per change of the group (see `weights.rs`).
 
 use std::sync::Arc;

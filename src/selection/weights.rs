@@ -1,4 +1,4 @@
-//! Destination weights for the load-balancing policies (SPEC §13): read once per change of a
+//! Destination weights for the load-balancing policies: read once per change of a
 //! group, when a policy prepares for it, never per pick. A group whose destinations all weigh
 //! the same is unweighted and the policies keep their plain, cheapest form.
 //!

@@ -1,4 +1,4 @@
-//! Ready-made axum endpoints for the service side (SPEC §9), behind the `axum` feature.
+//! Ready-made axum endpoints for the service side, behind the `axum` feature.
 //!
 //! Thin on purpose: everything they serve comes from [`Draining`]; the status-code rule is
 //! [`status_code`](super::status_code).

@@ -1,4 +1,4 @@
-//! Graceful draining (SPEC §9): when shutdown starts, report `Degraded` (or `Unhealthy`) and keep
+//! Graceful draining: when shutdown starts, report `Degraded` (or `Unhealthy`) and keep
 //! serving for a delay, so callers' probes see it and route away before the process stops.
 
 use std::future::Future;
@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use crate::health::payload::HealthPayload;
 use crate::health::state::ReportedHealth;
 
-/// The default drain delay (SPEC §9).
+/// The default drain delay.
 const DEFAULT_DELAY: Duration = Duration::from_secs(10);
 
-/// The handle a service holds to tell its callers it is going away (SPEC §9).
+/// The handle a service holds to tell its callers it is going away.
 ///
 /// Until draining starts, [`status`](Self::status) is `Healthy` (or whatever the service set with
 /// [`set_status`](Self::set_status)). [`start`](Self::start) flips it at once to the draining

@@ -1,4 +1,4 @@
-//! Registering this instance in etcd (SPEC §9, §13), for callers whose clusters read an etcd
+//! Registering this instance in etcd, for callers whose clusters read an etcd
 //! prefix: one key under the cluster's prefix whose value is this instance's destination object,
 //! attached to a lease this process keeps alive. A crashed process stops renewing, and etcd
 //! deletes the key when the lease runs out; a graceful shutdown revokes the lease, which deletes

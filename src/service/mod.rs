@@ -1,4 +1,4 @@
-//! The service side (SPEC §9): the health payload that probes read, and graceful draining.
+//! The service side: the health payload that probes read, and graceful draining.
 //!
 //! healthpick mostly runs in the *caller*. This module is for the *callee*: a service that wants
 //! its callers' probes to learn more than "it answered 2xx".
@@ -7,7 +7,7 @@
 //!   `{"status": "Healthy", "version": "1.4.2", "environment": "prod", "hostname": "eu-2"}`.
 //!   Active probes read it with [`HealthPayload::parse`]: a 2xx answer whose payload says
 //!   `Degraded` ranks the destination below healthy ones, one that says `Unhealthy` counts as a
-//!   failed probe (SPEC §3, §9).
+//!   failed probe.
 //! - [`status_code`] is the HTTP status a service answers with for a given status: `Healthy` and
 //!   `Degraded` → 200, `Unhealthy` and no status → 503.
 //! - [`Draining`] is the handle a service holds so that, when shutdown starts, its health endpoint

@@ -35,7 +35,7 @@
 //!   destination not listed is not part of the round. A result is an HTTP status, `"error"`,
 //!   `{"error": "why"}`, or `{"status": 200, "payload": "Degraded"}` (the health payload).
 //! - `request` is one finished request: `"success"`, `"transport-failure"`, `"cancelled"` or an
-//!   HTTP status (which is not a transport failure, SPEC §4).
+//!   HTTP status (which is not a transport failure).
 //! - `pick` runs `pick_endpoint` `count` times (default 1); with `"hold": true` each picked
 //!   destination stays in flight for the rest of the run.
 //! - `inflight` adds `delta` to a destination's in-flight count (never below 0).

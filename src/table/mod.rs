@@ -1,4 +1,4 @@
-//! A live text table of destination health (SPEC §10): what `healthpick watch` and the demo show.
+//! A live text table of destination health: what `healthpick watch` and the demo show.
 //!
 //! [`StatusTable`] renders an [`EngineStatus`](crate::EngineStatus) as one row per destination: cluster, destination,
 //! tier, active / passive / reported health, whether it is available (and in the best group),

@@ -1,4 +1,4 @@
-//! The interactive screen of `healthpick watch` on a terminal (SPEC §10): the alternate screen,
+//! The interactive screen of `healthpick watch` on a terminal: the alternate screen,
 //! sized to the terminal and redrawn on resize, coloured by state (unless `NO_COLOR`), problems
 //! first, a summary line per cluster and the latest changes below.
 //!

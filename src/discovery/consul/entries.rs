@@ -1,4 +1,4 @@
-//! Reading Consul's `/v1/health/service/<name>` answer (SPEC §13): one entry per instance, with
+//! Reading Consul's `/v1/health/service/<name>` answer: one entry per instance, with
 //! its node, its service registration and its checks.
 //!
 //! - key: `node/service-id` (a service id is unique per node only);

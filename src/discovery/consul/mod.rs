@@ -1,4 +1,4 @@
-//! Discovery from Consul (feature `consul`; SPEC §13): the instances of a service from the
+//! Discovery from Consul (feature `consul`): the instances of a service from the
 //! agent's health endpoint, kept current with blocking queries, over plain reqwest and
 //! serde_json (no Consul crate is kept well enough to depend on).
 

@@ -1,4 +1,4 @@
-//! The Consul source (SPEC §13): the instances of a service from `/v1/health/service/<name>`,
+//! The Consul source: the instances of a service from `/v1/health/service/<name>`,
 //! kept current with blocking queries, per datacenter of a failover list (the first is tier 0).
 //!
 //! Blocking queries as Consul documents them: each query sends the `X-Consul-Index` of the

@@ -1,4 +1,4 @@
-//! etcd's v3 JSON gateway over reqwest (SPEC §13): the few calls discovery and registration need
+//! etcd's v3 JSON gateway over reqwest: the few calls discovery and registration need
 //! (`kv/range`, `kv/put`, `watch`, `lease/grant`, `lease/keepalive`,
 //! `lease/revoke`), with no protoc and no gRPC stack.
 //!

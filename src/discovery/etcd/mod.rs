@@ -1,4 +1,4 @@
-//! Discovery from etcd (feature `etcd`; SPEC §13): every key under a cluster's prefix is one
+//! Discovery from etcd (feature `etcd`): every key under a cluster's prefix is one
 //! destination whose value is a YARP destination object, read through etcd's JSON gateway —
 //! `kv/range`, then a watch from the next revision — with plain reqwest, no gRPC stack.
 //! Instances register themselves with [`EtcdRegistration`](crate::service::EtcdRegistration)

@@ -1,4 +1,4 @@
-//! The etcd source (SPEC §13): every key under a prefix is one destination. It reads the whole
+//! The etcd source: every key under a prefix is one destination. It reads the whole
 //! prefix once (`kv/range`, which gives the revision of that view), publishes it, then watches
 //! the prefix from the next revision and publishes the full set again after every change —
 //! one publication per etcd revision, so deleting the whole prefix at once reaches the update

@@ -1,4 +1,4 @@
-//! What an etcd key under a cluster's prefix holds (SPEC §13): a YARP destination object, the
+//! What an etcd key under a cluster's prefix holds: a YARP destination object, the
 //! same shape as a destination of the configuration, plus the discovery extensions.
 //!
 //! ```json

@@ -1,4 +1,4 @@
-//! From EndpointSlices to destinations (SPEC §13): the mapping rules of the Kubernetes source.
+//! From EndpointSlices to destinations: the mapping rules of the Kubernetes source.
 //!
 //! - **Port**: the Service port named in the configuration (`ports[].name`); with no name, the
 //!   slice's only port. A slice with several ports and no name set, without the named port, or

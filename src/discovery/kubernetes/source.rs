@@ -1,4 +1,4 @@
-//! The Kubernetes source (SPEC §13): the EndpointSlices of one Service (label
+//! The Kubernetes source: the EndpointSlices of one Service (label
 //! `kubernetes.io/service-name=<service>`), watched with kube's runtime watcher, published as
 //! one full set after every change.
 //!
