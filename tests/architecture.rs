@@ -1,6 +1,6 @@
 //! The layering rules of `ARCHITECTURE.md`, kept true by a test (in the spirit of
-//! rust-analyzer's tidy tests): this reads every file of `src/` (the library; `src/bin` is a
-//! separate crate), finds the module paths it names — `use crate::...`, `use super::...`,
+//! rust-analyzer's tidy tests): this reads every file of `src/` (the library; the CLI is the
+//! separate `cli/` package), finds the module paths it names — `use crate::...`, `use super::...`,
 //! `use self::...` and inline `crate::` / `super::` paths — and fails on
 //!
 //! - an import cycle between files (two or more files that reach each other through imports);

@@ -1,12 +1,15 @@
-#![cfg(feature = "cli")]
 //! `healthpick simulate FILE [--config CONFIG] [--seed N]`: output, determinism, exit statuses.
 
 use std::process::{Command, Output};
 
+/// The workspace root, where the fixtures and examples live: the binary runs there, so that the
+/// paths it prints are the ones the tests name.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
 fn healthpick(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_healthpick"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(ROOT)
         .output()
         .expect("run healthpick")
 }
@@ -29,11 +32,9 @@ fn each_worked_example_prints_its_expected_output_byte_for_byte() {
         let file = format!("examples/scenarios/{name}.json");
         let out = healthpick(&["simulate", &file]);
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
-        let expected = std::fs::read_to_string(format!(
-            "{}/examples/scenarios/{name}.expected.jsonl",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap();
+        let expected =
+            std::fs::read_to_string(format!("{ROOT}/examples/scenarios/{name}.expected.jsonl"))
+                .unwrap();
         assert_eq!(stdout(&out), expected, "{name}");
         // And again: byte-identical.
         assert_eq!(

@@ -1,10 +1,13 @@
-#![cfg(feature = "cli")]
 //! `healthpick check FILE [--strict] [--json]`: exit statuses, human and JSON output.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+
+/// The workspace root, where the fixtures and examples live: the binary runs there, so that the
+/// paths it prints are the ones the tests name.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 const VALID: &str = "tests/fixtures/cli/valid_appsettings.json";
 const INVALID: &str = "tests/fixtures/cli/invalid_many.json";
@@ -16,7 +19,7 @@ const MALFORMED: &str = "tests/fixtures/cli/malformed.json";
 fn healthpick(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_healthpick"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(ROOT)
         .output()
         .expect("run healthpick")
 }
@@ -161,7 +164,7 @@ fn non_utf8_file_exits_1_naming_the_file() {
 fn utf8_byte_order_mark_is_accepted() {
     // Visual Studio saves appsettings.json with a BOM; .NET reads it.
     let mut bytes = b"\xef\xbb\xbf".to_vec();
-    bytes.extend_from_slice(&std::fs::read(VALID).unwrap());
+    bytes.extend_from_slice(&std::fs::read(std::path::Path::new(ROOT).join(VALID)).unwrap());
     let path = scratch_file("cli_check_bom.json", &bytes);
     let out = healthpick(&["check", path.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
@@ -614,12 +617,13 @@ fn json_shows_outlier_detection_and_the_resilience_switches() {
 
 #[test]
 fn print_config_writes_yarp_json_that_loads_again_to_the_same_config() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir("tests/fixtures/yarp")
-        .expect("fixtures")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    files.push(PathBuf::from(VALID));
-    files.push(PathBuf::from(HEALTH_POLICIES));
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(std::path::Path::new(ROOT).join("tests/fixtures/yarp"))
+            .expect("fixtures")
+            .map(|e| e.expect("entry").path())
+            .collect();
+    files.push(std::path::Path::new(ROOT).join(VALID));
+    files.push(std::path::Path::new(ROOT).join(HEALTH_POLICIES));
     files.sort();
     assert!(files.len() >= 6, "{files:?}");
     let registry = healthpick::PolicyRegistry::default();

@@ -1,4 +1,3 @@
-#![cfg(feature = "cli")]
 //! `healthpick watch FILE` follows its file (feature `file`): the built binary on a pipe, its
 //! configuration saved anew by rename while it runs. The clusters have no active checks, so
 //! nothing is probed and no server is needed. Each step reads the binary's output until it

@@ -1,4 +1,3 @@
-#![cfg(feature = "cli")]
 //! `healthpick watch FILE [--once]`: the built binary against real axum servers on 127.0.0.1.
 //!
 //! Every server is started by the test on port 0 before the binary runs; a refused destination
@@ -15,6 +14,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
+
+/// The workspace root, where the fixtures and examples live: the binary runs there, so that the
+/// paths it prints are the ones the tests name.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// Real HTTP servers on 127.0.0.1, running on their own runtime while the test runs the binary.
 struct Servers {
@@ -102,7 +105,7 @@ fn config_file(name: &str, clusters: &[String]) -> PathBuf {
 fn healthpick(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_healthpick"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(ROOT)
         .output()
         .expect("run healthpick")
 }
