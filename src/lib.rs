@@ -225,10 +225,10 @@ pub use policy::PolicyRegistry;
 /// and [`EndpointSet::spawn_refresh_with`] take (tokio-util's), re-exported so that callers need
 /// not depend on tokio-util themselves.
 pub use tokio_util::sync::CancellationToken;
+pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 /// The URL type of addresses and request URLs ([`Destination::address`], [`Endpoint::new`],
 /// [`PickHandle::url`]), re-exported from the `url` crate.
 pub use url::Url;
-pub use uri::{probe_uri, MAX_ADDRESS_LEN, MAX_HOST_LEN};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

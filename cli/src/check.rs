@@ -499,7 +499,7 @@ fn effective_source(source: &DiscoveryConfig) -> JsonSource {
     let settings = match source.source() {
         SourceConfig::Dns(dns) => serde_json::json!({
             "name": dns.dns_name(),
-            "record": match dns.record() { DnsRecord::Address => "A", DnsRecord::Srv => "SRV" },
+            "record": match dns.record() { DnsRecord::Address => "A", DnsRecord::Srv => "SRV", _ => "other" },
             "port": dns.port(),
             "scheme": dns.url_scheme(),
             "servers": dns.name_servers().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
@@ -550,6 +550,7 @@ fn effective_source(source: &DiscoveryConfig) -> JsonSource {
                 GuardMode::AfterConfirmation => "AfterConfirmation",
                 GuardMode::Never => "Never",
                 GuardMode::Immediately => "Immediately",
+                _ => "Unknown",
             },
             "maxRemovedShare": guard.removed_share(),
             "confirmAfterMs": millis(guard.confirmation_delay()),

@@ -51,6 +51,7 @@ pub enum SourceConfig {
 
 /// Which DNS records a [`SourceConfig::Dns`] source reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DnsRecord {
     /// A and AAAA: one destination per address, key `ip:port`, `Host` = the name.
     Address,
@@ -90,6 +91,7 @@ pub struct GuardPolicy {
 
 /// How the update guard treats a large removal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GuardMode {
     /// Hold it until it is confirmed: the source still says so after the confirmation delay, or
     /// the destinations it removes fail their probes too, or the application forces it. The

@@ -102,6 +102,7 @@ impl ActivePolicyContext<'_> {
 /// How an active policy wants the [`ActiveMonitor`](crate::monitor::ActiveMonitor) to hand it
 /// probe results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ProbeDelivery {
     /// Each destination's result as soon as it arrives (results that arrive together come in one
     /// call), so a probe that hangs delays only its own destination. Each
