@@ -62,10 +62,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         // Tracing middleware goes before it (one span per call); healthpick comes last.
         .with(
             HealthPickMiddleware::builder(engine.clone())
-                .timeouts(Timeouts {
-                    attempt: Some(Duration::from_secs(5)),
-                    call: Some(Duration::from_secs(10)),
-                })
+                .timeouts(
+                    Timeouts::default()
+                        .attempt(Duration::from_secs(5))
+                        .call(Duration::from_secs(10)),
+                )
                 .build(),
         )
         .build();

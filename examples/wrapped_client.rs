@@ -64,10 +64,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let client = HealthAwareClient::builder(engine.clone())
         .http_builder(reqwest::Client::builder().no_proxy())
         .connect_timeout(Duration::from_secs(2))
-        .timeouts(Timeouts {
-            attempt: Some(Duration::from_secs(5)),
-            call: Some(Duration::from_secs(10)),
-        })
+        .timeouts(
+            Timeouts::default()
+                .attempt(Duration::from_secs(5))
+                .call(Duration::from_secs(10)),
+        )
         .build()?;
 
     for i in 1..=20 {

@@ -71,7 +71,7 @@ pub use crate::client::extensions::{CallTimeout, NoHedging, Retryable};
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(
 ///         HealthPickMiddleware::builder(engine)
-///             .timeouts(Timeouts { attempt: Some(Duration::from_secs(5)), ..Timeouts::default() })
+///             .timeouts(Timeouts::default().attempt(Duration::from_secs(5)))
 ///             .strict_routing(true)
 ///             .build(),
 ///     )

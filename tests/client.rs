@@ -673,10 +673,7 @@ async fn without_requeueing_connect_failures_use_up_attempts() {
     let echo = EchoServer::start("x-echo").await;
     list.push(("x-echo".into(), echo.url()));
     let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
-    let policy = RetryPolicy {
-        requeue_connect_failures: false,
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().requeue_connect_failures(false);
     let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
     let err = client
         .get("c", "/api/orders")
@@ -710,12 +707,10 @@ async fn retry_budget_stops_requeueing_only_when_requeues_do_not_help() {
     let echo = EchoServer::start("x-echo").await;
     list.push(("x-echo".into(), echo.url()));
     let engine = Engine::from_json(&ordered_config(&tier0(&list), "")).expect("config");
-    let policy = RetryPolicy {
-        retry_ratio: 0.0,
-        min_retries_per_second: 1,
-        budget_window: Duration::from_secs(10), // a reserve of 1 × 10 s
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default()
+        .retry_ratio(0.0)
+        .min_retries_per_second(1)
+        .budget_window(Duration::from_secs(10));
     let client = HealthAwareClient::with_retry_policy(http_client(), engine.clone(), policy);
     for _ in 0..20 {
         let response = client
@@ -1211,13 +1206,11 @@ async fn retry_budget_keeps_an_outage_from_multiplying_load() {
     }
     assert_eq!(accepts(), 15);
 
-    let policy = RetryPolicy {
-        max_attempts: 3,
-        retry_ratio: 0.0,
-        min_retries_per_second: 1,
-        budget_window: Duration::from_secs(1),
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default()
+        .max_attempts(3)
+        .retry_ratio(0.0)
+        .min_retries_per_second(1)
+        .budget_window(Duration::from_secs(1));
     let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
     const CALLS: u64 = 40;
     let started = Instant::now();
@@ -1248,10 +1241,7 @@ async fn retry_budget_keeps_an_outage_from_multiplying_load() {
 async fn retry_policy_with_a_short_budget_window_does_not_panic() {
     let backend = Backend::start("a").await.expect("backend");
     let engine = Engine::from_json(&ordered_config(&[("a", backend.url(), 0)], "")).unwrap();
-    let policy = RetryPolicy {
-        budget_window: Duration::from_millis(500),
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().budget_window(Duration::from_millis(500));
     let client = HealthAwareClient::with_retry_policy(http_client(), engine, policy);
     let call = tokio::spawn(async move {
         let response = client.get("c", "/x").send().await?;
@@ -1393,10 +1383,11 @@ async fn attempt_timeouts_come_from_the_request_then_the_cluster_then_the_client
     .expect("config");
     let client = HealthAwareClient::builder(engine)
         .http(http_client())
-        .timeouts(Timeouts {
-            attempt: Some(ms(400)),
-            call: Some(Duration::from_secs(5)),
-        })
+        .timeouts(
+            Timeouts::default()
+                .attempt(ms(400))
+                .call(Duration::from_secs(5)),
+        )
         .build()
         .expect("client");
     let err = client.get("plain", "/x").send().await.unwrap_err();
@@ -1443,10 +1434,11 @@ async fn the_call_timeout_bounds_every_attempt_together() {
     let engine = Engine::from_json(&ordered_config(&list, "")).expect("config");
     let client = HealthAwareClient::builder(engine)
         .http(http_client())
-        .timeouts(Timeouts {
-            attempt: Some(Duration::from_secs(1)),
-            call: Some(ms(300)),
-        })
+        .timeouts(
+            Timeouts::default()
+                .attempt(Duration::from_secs(1))
+                .call(ms(300)),
+        )
         .build()
         .expect("client");
     let started = Instant::now();
@@ -1531,10 +1523,7 @@ async fn a_body_that_stalls_is_bounded_by_the_attempt_deadline() {
     .expect("config");
     let client = HealthAwareClient::builder(engine.clone())
         .http(http_client())
-        .timeouts(Timeouts {
-            attempt: Some(ms(300)),
-            ..Timeouts::default()
-        })
+        .timeouts(Timeouts::default().attempt(ms(300)))
         .build()
         .expect("client");
     for _ in 0..3 {
@@ -1566,10 +1555,7 @@ async fn a_connect_timeout_is_a_requeued_connect_failure() {
         "",
     ))
     .expect("config");
-    let one_attempt = RetryPolicy {
-        max_attempts: 1,
-        ..RetryPolicy::default()
-    };
+    let one_attempt = RetryPolicy::default().max_attempts(1);
     let client = HealthAwareClient::builder(engine.clone())
         .http_builder(reqwest::Client::builder().no_proxy())
         .connect_timeout(ms(200))
@@ -1744,10 +1730,7 @@ async fn status_retries_stop_at_the_last_response() {
     let off = HealthAwareClient::with_retry_policy(
         http_client(),
         engine.clone(),
-        RetryPolicy {
-            retry_statuses: RetryStatuses::NONE,
-            ..RetryPolicy::default()
-        },
+        RetryPolicy::default().retry_statuses(RetryStatuses::NONE),
     );
     let response = off.get("c", "/x").send().await.expect("answered");
     assert_eq!(
@@ -1796,10 +1779,7 @@ async fn status_retries_stop_at_the_last_response() {
     let two = HealthAwareClient::with_retry_policy(
         http_client(),
         engine,
-        RetryPolicy {
-            max_attempts: 2,
-            ..RetryPolicy::default()
-        },
+        RetryPolicy::default().max_attempts(2),
     );
     let response = two.get("c", "/x").send().await.expect("answered");
     assert_eq!(response.destination().id(), "b-503");
@@ -2127,11 +2107,11 @@ async fn hedges_never_exceed_their_cap_and_take_retry_budget() {
     .expect("config");
     let broke = HealthAwareClient::builder(engine)
         .http(http_client())
-        .retry_policy(RetryPolicy {
-            retry_ratio: 0.0,
-            min_retries_per_second: 0,
-            ..RetryPolicy::default()
-        })
+        .retry_policy(
+            RetryPolicy::default()
+                .retry_ratio(0.0)
+                .min_retries_per_second(0),
+        )
         .hedging(Hedging::after(ms(10)).max_share(1.0))
         .build()
         .expect("client");
@@ -2151,10 +2131,7 @@ async fn hedging_at_a_percentile_follows_the_clusters_recent_latencies() {
         .expect("config");
     let client = HealthAwareClient::builder(engine)
         .http(http_client())
-        .timeouts(Timeouts {
-            attempt: Some(ms(500)),
-            ..Timeouts::default()
-        })
+        .timeouts(Timeouts::default().attempt(ms(500)))
         .hedging(Hedging::at_percentile(90.0).max_share(1.0))
         .build()
         .expect("client");
@@ -2402,10 +2379,7 @@ mod middleware {
         let strict = ClientBuilder::new(http_client())
             .with(HealthPickMiddleware::with_retry_policy(
                 engine.clone(),
-                RetryPolicy {
-                    requeue_connect_failures: false,
-                    ..RetryPolicy::default()
-                },
+                RetryPolicy::default().requeue_connect_failures(false),
             ))
             .build();
         let err = text(&strict, "http://c/api/orders")
@@ -2537,10 +2511,11 @@ mod middleware {
         let client = ClientBuilder::new(http_client())
             .with(
                 HealthPickMiddleware::builder(engine)
-                    .timeouts(Timeouts {
-                        attempt: Some(ms(400)),
-                        call: Some(Duration::from_secs(5)),
-                    })
+                    .timeouts(
+                        Timeouts::default()
+                            .attempt(ms(400))
+                            .call(Duration::from_secs(5)),
+                    )
                     .build(),
             )
             .build();

@@ -438,14 +438,8 @@ fn retries_by_reason_and_every_attempt_duration_are_recorded() {
         .unwrap();
         let client = HealthAwareClient::builder(engine)
             .http(http_client())
-            .retry_policy(RetryPolicy {
-                max_attempts: 5,
-                ..RetryPolicy::default()
-            })
-            .timeouts(Timeouts {
-                attempt: Some(Duration::from_millis(300)),
-                ..Timeouts::default()
-            })
+            .retry_policy(RetryPolicy::default().max_attempts(5))
+            .timeouts(Timeouts::default().attempt(Duration::from_millis(300)))
             .build()
             .unwrap();
         let response = client.get("retried", "/api").send().await.unwrap();
@@ -613,10 +607,7 @@ fn a_hedge_and_refusals_of_both_budgets_are_counted() {
         let capped_client = HealthAwareClient::builder(engine.clone())
             .http(http_client())
             .hedging(Hedging::after(Duration::from_millis(20)).max_share(0.0))
-            .timeouts(Timeouts {
-                attempt: Some(Duration::from_millis(200)),
-                ..Timeouts::default()
-            })
+            .timeouts(Timeouts::default().attempt(Duration::from_millis(200)))
             .build()
             .unwrap();
         let response = capped_client.get("capped", "/api").send().await.unwrap();
@@ -644,11 +635,11 @@ fn a_hedge_and_refusals_of_both_budgets_are_counted() {
         // gets the 503, timed once.
         let broke_client = HealthAwareClient::builder(engine)
             .http(http_client())
-            .retry_policy(RetryPolicy {
-                retry_ratio: 0.0,
-                min_retries_per_second: 0,
-                ..RetryPolicy::default()
-            })
+            .retry_policy(
+                RetryPolicy::default()
+                    .retry_ratio(0.0)
+                    .min_retries_per_second(0),
+            )
             .build()
             .unwrap();
         let response = broke_client.get("broke", "/api").send().await.unwrap();

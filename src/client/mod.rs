@@ -56,7 +56,7 @@ use crate::engine::Engine;
 ///
 /// # async fn run(engine: Engine) -> Result<(), Box<dyn std::error::Error>> {
 /// let client = HealthAwareClient::builder(engine)
-///     .timeouts(Timeouts { attempt: Some(Duration::from_secs(5)), ..Timeouts::default() })
+///     .timeouts(Timeouts::default().attempt(Duration::from_secs(5)))
 ///     .build()?;
 /// let response = client.get("payments", "/api/orders?id=7").send().await?;
 /// println!("{} answered {}", response.destination().id(), response.status());
@@ -205,8 +205,8 @@ impl HealthAwareClient {
 /// let client = HealthAwareClient::builder(engine)
 ///     .http_builder(reqwest::Client::builder().user_agent("orders/1.0"))
 ///     .connect_timeout(Duration::from_secs(1))
-///     .timeouts(Timeouts { attempt: Some(Duration::from_secs(3)), call: Some(Duration::from_secs(8)) })
-///     .retry_policy(RetryPolicy { max_attempts: 2, ..RetryPolicy::default() })
+///     .timeouts(Timeouts::default().attempt(Duration::from_secs(3)).call(Duration::from_secs(8)))
+///     .retry_policy(RetryPolicy::default().max_attempts(2))
 ///     .hedging(Hedging::at_percentile(95.0))
 ///     .build()?;
 /// assert_eq!(client.timeouts().attempt, Some(Duration::from_secs(3)));

@@ -52,16 +52,15 @@ use crate::ids::{fold_case, with_folded};
 /// use healthpick::{RetryPolicy, RetryStatuses};
 ///
 /// // Every failure counts, connect failures included: at most 2 attempts per call; 503 only.
-/// let strict = RetryPolicy {
-///     max_attempts: 2,
-///     requeue_connect_failures: false,
-///     retry_statuses: RetryStatuses::new([503])?,
-///     ..RetryPolicy::default()
-/// };
+/// let strict = RetryPolicy::default()
+///     .max_attempts(2)
+///     .requeue_connect_failures(false)
+///     .retry_statuses(RetryStatuses::new([503])?);
 /// # drop(strict);
 /// # Ok::<(), healthpick::ClientError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts per call, the first included, not counting requeued connect failures nor a
     /// hedge. Default 3.
@@ -81,6 +80,50 @@ pub struct RetryPolicy {
     /// Window over which the budget counts (1 to 60 s; values outside are clamped). Default
     /// 10 s.
     pub budget_window: Duration,
+}
+
+impl RetryPolicy {
+    /// This policy with at most `attempts` attempts per call (see [`max_attempts`](Self::max_attempts)).
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: usize) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// This policy with connect failures requeued or not.
+    #[must_use]
+    pub fn requeue_connect_failures(mut self, requeue: bool) -> Self {
+        self.requeue_connect_failures = requeue;
+        self
+    }
+
+    /// This policy retrying `statuses` elsewhere.
+    #[must_use]
+    pub fn retry_statuses(mut self, statuses: RetryStatuses) -> Self {
+        self.retry_statuses = statuses;
+        self
+    }
+
+    /// This policy with a retry budget of `ratio` of the calls.
+    #[must_use]
+    pub fn retry_ratio(mut self, ratio: f32) -> Self {
+        self.retry_ratio = ratio;
+        self
+    }
+
+    /// This policy with `retries` retries per second always allowed.
+    #[must_use]
+    pub fn min_retries_per_second(mut self, retries: u32) -> Self {
+        self.min_retries_per_second = retries;
+        self
+    }
+
+    /// This policy with the budget counted over `window`.
+    #[must_use]
+    pub fn budget_window(mut self, window: Duration) -> Self {
+        self.budget_window = window;
+        self
+    }
 }
 
 impl Default for RetryPolicy {

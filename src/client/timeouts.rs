@@ -34,10 +34,11 @@ use std::time::Duration;
 /// use healthpick::Timeouts;
 /// use std::time::Duration;
 ///
-/// let tight = Timeouts { attempt: Some(Duration::from_secs(2)), ..Timeouts::default() };
+/// let tight = Timeouts::default().attempt(Duration::from_secs(2));
 /// assert_eq!(tight.call, Some(Duration::from_secs(30)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timeouts {
     /// One attempt, until its response has been read. Default 15 s.
     pub attempt: Option<Duration>,
@@ -46,6 +47,20 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
+    /// These timeouts with `timeout` per attempt (`None`: unbounded).
+    #[must_use]
+    pub fn attempt(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.attempt = timeout.into();
+        self
+    }
+
+    /// These timeouts with `timeout` for the whole call (`None`: unbounded).
+    #[must_use]
+    pub fn call(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.call = timeout.into();
+        self
+    }
+
     /// The default attempt timeout: 15 s.
     pub const DEFAULT_ATTEMPT: Duration = Duration::from_secs(15);
     /// The default call timeout: 30 s.
