@@ -3,34 +3,11 @@
 //!
 //! Alone in its binary: tracing caches per-callsite interest process-wide.
 
-use std::sync::{Arc, Mutex};
+#[path = "support/event_capture.rs"]
+mod event_capture;
 
+use event_capture::Captured;
 use healthpick::Engine;
-
-type Record = (tracing::Level, String, Vec<(String, String)>);
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<Record>>>);
-
-struct Visitor<'a>(&'a mut Vec<(String, String)>);
-impl tracing::field::Visit for Visitor<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .push((field.name().to_string(), format!("{value:?}")));
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let mut fields = Vec::new();
-        event.record(&mut Visitor(&mut fields));
-        self.0.lock().unwrap().push((
-            *event.metadata().level(),
-            event.metadata().target().to_string(),
-            fields,
-        ));
-    }
-}
 
 const MISSPELT: &str = r#"{ "ReverseProxy": { "Clusters": { "payments": {
   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/", "Priorty": 1 } } } } } }"#;

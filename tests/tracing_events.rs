@@ -4,8 +4,10 @@
 //! Alone in its binary: tracing caches per-callsite interest process-wide, so a thread-local
 //! subscriber can miss events while other tests run on other threads.
 
-use std::sync::{Arc, Mutex};
+#[path = "support/event_capture.rs"]
+mod event_capture;
 
+use event_capture::Captured;
 use healthpick::config::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
 use healthpick::{Engine, ProbeResult};
 
@@ -18,32 +20,6 @@ fn two_destinations(id: &str) -> ClusterConfig {
 }
 
 // --------------------------------------------------------------------------------
-
-/// One captured event: level, target, and its fields as (name, debug text).
-type Record = (tracing::Level, String, Vec<(String, String)>);
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<Record>>>);
-
-struct Visitor<'a>(&'a mut Vec<(String, String)>);
-impl tracing::field::Visit for Visitor<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .push((field.name().to_string(), format!("{value:?}")));
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let mut fields = Vec::new();
-        event.record(&mut Visitor(&mut fields));
-        self.0.lock().unwrap().push((
-            *event.metadata().level(),
-            event.metadata().target().to_string(),
-            fields,
-        ));
-    }
-}
 
 #[test]
 fn transitions_and_panic_are_logged_at_info_with_their_fields() {
