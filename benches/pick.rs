@@ -48,24 +48,37 @@
 //!   branch each); a run without the feature has none of it. Compare
 //!   `metrics/pick/1thread/PowerOfTwoChoices/{n}` with `pick/1thread/PowerOfTwoChoices/{n}`.
 //!
-//! - after the criterion groups, a **paired** run prints the ratios of issue #2 with the arms
-//!   interleaved: in each of 301 rounds, every arm (the baseline, the two counted-pick floors,
-//!   `Random`, `PowerOfTwoChoices` and `RoundRobin`, and the same three over a weighted cluster,
-//!   weights 1, 2, 3, 1, ...: `<policy>_weighted`) makes a batch of picks (20,000, or 20 per
-//!   destination if that is more) on one thread and then on two threads, in an order that
-//!   rotates from round to round; each round gives every arm its ratio to the baseline of that
-//!   round, and two-thread scaling `2 * t1 / t2` from its own one- and two-thread batches. The
-//!   figures are the medians over the rounds:
+//! - after the criterion groups, a **paired** run prints the ratios of issues #2 and #19 with the
+//!   arms interleaved: in each of 101 rounds, every arm makes a batch of operations (20,000, or 20
+//!   per destination if that is more; for the arms that read every destination on each pick,
+//!   2,000,000 / n, at least 100) on one thread and then on two threads, in an order that rotates
+//!   from round to round; each round gives every arm its ratio to the baseline of that round and
+//!   to its own floor, and two-thread scaling `2 * t1 / t2` from its own one- and two-thread
+//!   batches. The figures are the medians over the rounds:
 //!
 //!   ```text
 //!   <n> destinations (baseline <median> ns):
-//!     <arm>  1 thread <ratio>x the baseline (<median> ns)
+//!     <arm>  1 thread <ratio>x the baseline (<median> ns), <ratio>x <its floor>
 //!     <arm>  2 threads: scaling <s>x
 //!   ```
 //!
-//!   The arms include the two counted-pick floors (`floor_random_inflight`,
-//!   `floor_p2c_inflight`: the `baseline/arcswap_*_inflight` operations), so a policy can be
-//!   compared with the least any pick that counts requests in flight costs, in the same run.
+//!   The arms:
+//!   - `baseline` (as above) and the floors, the least any implementation of an arm costs:
+//!     `floor_random_inflight` and `floor_p2c_inflight` (the `baseline/arcswap_*_inflight`
+//!     operations); `floor_counter_inflight`, the same with a thread-local counter for the index
+//!     (RoundRobin's floor); `floor_fixed_inflight`, the same with the index known in advance
+//!     (FirstAlphabetical's); `floor_scan_inflight`, one pass over a compact array of `n`
+//!     in-flight counts for the first smallest, then the chosen one counted (LeastRequests');
+//!     `floor_report`, a counted random pick plus one clock read and one per-destination counter
+//!     update under a per-destination lock (pick + report + drop's);
+//!   - `Random`, `PowerOfTwoChoices`, `RoundRobin` and `FirstAlphabetical`: `pick_endpoint` +
+//!     drop; `<policy>_weighted`, the same over weights 1, 2, 3, 1, ...;
+//!   - `LeastRequests_idle` (nothing in flight: the first destination has the fewest) and
+//!     `LeastRequests_loaded` (every destination holds one request in flight for the whole run,
+//!     so a pick must read every count);
+//!   - `pick_report_drop`: a whole request's bookkeeping with passive TransportFailureRate on
+//!     (`PowerOfTwoChoices`, every destination passive Healthy before the run): pick, report
+//!     `Success`, drop.
 //!
 //!   Criterion measures one benchmark after another, so a change of background load between two
 //!   of them shows up as a difference between them; on a shared machine that moves single
@@ -78,7 +91,7 @@
 
 use std::cell::RefCell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -218,26 +231,7 @@ fn bench_pick(c: &mut Criterion) {
 /// `report/TransportFailureRate/*`: passive outcome reporting on a 100-destination cluster.
 fn bench_report(c: &mut Criterion) {
     const N: usize = 100;
-    let engine =
-        engine(cluster("PowerOfTwoChoices", N).passive(PassiveHealthCheckConfig::enabled()));
-    // Move every destination from Unknown to passive Healthy first, so the one-off health change
-    // and snapshot rebuild of each destination's first report stay out of the measurements.
-    let all_healthy = |engine: &Engine| {
-        engine.status().clusters[0]
-            .destinations
-            .iter()
-            .all(|d| d.passive == HealthState::Healthy)
-    };
-    for _ in 0..1000 {
-        if all_healthy(&engine) {
-            break;
-        }
-        for _ in 0..N {
-            let handle = engine.pick_endpoint(CLUSTER).expect("pick");
-            handle.report(RequestOutcome::Success);
-        }
-    }
-    assert!(all_healthy(&engine), "every destination reported Healthy");
+    let engine = passive_engine("PowerOfTwoChoices", N);
 
     let mut group = c.benchmark_group("report/TransportFailureRate");
     group.throughput(Throughput::Elements(1));
@@ -271,7 +265,7 @@ fn bench_report(c: &mut Criterion) {
         });
     });
     group.finish();
-    assert!(all_healthy(&engine), "no destination was ejected");
+    assert!(all_passive_healthy(&engine), "no destination was ejected");
 }
 
 /// `metrics/*`: picks and reports of an engine whose handles a recorder registered (feature
@@ -388,7 +382,8 @@ fn bench_baseline(c: &mut Criterion) {
 }
 
 /// A stand-in for a destination's hot block: an in-flight counter and one pointer-sized field
-/// in a 32-byte `Arc` allocation, as small as the engine's.
+/// in a 32-byte `Arc` allocation (the engine's is 40 bytes; the allocator hands out 48 for
+/// either).
 struct Slot {
     in_flight: AtomicUsize,
     _payload: u64,
@@ -466,17 +461,166 @@ fn bench_baseline_inflight(c: &mut Criterion) {
     );
 }
 
-/// The policies whose ratios issue #2 sets targets for.
+/// The policies whose ratios issue #2 sets targets for, with their unweighted and weighted
+/// arms.
 const PAIRED_POLICIES: [&str; 3] = ["Random", "PowerOfTwoChoices", "RoundRobin"];
 
 /// Rounds of the paired comparison.
-const PAIRED_ROUNDS: usize = 301;
+const PAIRED_ROUNDS: usize = 101;
 
 /// Picks per arm and batch (on one thread; on each of two threads) with `n` destinations: at
 /// least 20 per destination, so that refilling the caches after another arm's batch (up to
 /// 400 KB at 10,000 destinations) stays a small part of the batch.
 fn paired_batch(n: usize) -> u64 {
     (20 * n as u64).max(20_000)
+}
+
+/// The same for an arm that reads every destination on each pick (LeastRequests and its
+/// floor): a batch reads at least 2,000,000 counts, whatever the size.
+fn paired_scan_batch(n: usize) -> u64 {
+    (2_000_000 / n as u64).clamp(100, 20_000)
+}
+
+/// A default-builder engine running `cluster` with passive TransportFailureRate on, every
+/// destination already passive Healthy (so that the one-off health change and snapshot rebuild
+/// of each destination's first report stay out of the measurements).
+fn passive_engine(policy: &str, n: usize) -> Engine {
+    let engine = engine(cluster(policy, n).passive(PassiveHealthCheckConfig::enabled()));
+    for _ in 0..1000 {
+        if all_passive_healthy(&engine) {
+            return engine;
+        }
+        for _ in 0..n.max(100) {
+            let handle = engine.pick_endpoint(CLUSTER).expect("pick");
+            handle.report(RequestOutcome::Success);
+        }
+    }
+    assert!(
+        all_passive_healthy(&engine),
+        "every destination reported Healthy"
+    );
+    engine
+}
+
+fn all_passive_healthy(engine: &Engine) -> bool {
+    engine.status().clusters[0]
+        .destinations
+        .iter()
+        .all(|d| d.passive == HealthState::Healthy)
+}
+
+/// A whole request's bookkeeping: pick, report `Success`, drop.
+#[inline(always)]
+fn pick_report_drop(engine: &Engine) {
+    let handle = engine
+        .pick_endpoint(black_box(CLUSTER))
+        .expect("the cluster has available destinations");
+    handle.report(black_box(RequestOutcome::Success));
+    drop(handle);
+}
+
+thread_local! {
+    /// The round-robin floor's cursor: one per thread, starting apart (as the engine's).
+    static FLOOR_CURSOR: std::cell::Cell<usize> = std::cell::Cell::new(
+        BASELINE_SEEDS.fetch_add(0x9e37_79b9, Ordering::Relaxed) as usize,
+    );
+}
+
+/// The floor of a RoundRobin pick: as [`baseline_inflight`], with a thread-local counter instead
+/// of a random draw.
+#[inline(always)]
+fn floor_counter_inflight(slots: &ArcSwap<Vec<Arc<Slot>>>) {
+    let guard = black_box(slots).load();
+    let i = FLOOR_CURSOR.with(|c| {
+        let v = c.get();
+        c.set(v.wrapping_add(1));
+        v
+    }) % guard.len();
+    count_once(&guard[i]);
+}
+
+/// The floor of a FirstAlphabetical pick: the answer is known in advance (index 0), so only the
+/// snapshot load and the counting remain.
+#[inline(always)]
+fn floor_fixed_inflight(slots: &ArcSwap<Vec<Arc<Slot>>>) {
+    let guard = black_box(slots).load();
+    count_once(&guard[black_box(0)]);
+}
+
+/// What the LeastRequests floor reads: a compact array of `n` in-flight counts (each 1, as in a
+/// cluster where every destination has a request in flight, so no scan can stop early) beside
+/// the slots.
+struct Counted {
+    counts: Vec<AtomicU32>,
+    slots: Vec<Arc<Slot>>,
+}
+
+/// The floor of a LeastRequests pick: one pass over a compact array of counts for the first
+/// smallest, then the chosen one counted in flight (in the array).
+#[inline(always)]
+fn floor_scan_inflight(counted: &ArcSwap<Counted>) {
+    let guard = black_box(counted).load();
+    let mut best = 0;
+    let mut least = u32::MAX;
+    for (i, c) in guard.counts.iter().enumerate() {
+        let n = c.load(Ordering::Relaxed);
+        if n < least {
+            least = n;
+            best = i;
+        }
+    }
+    let slot = Arc::clone(&guard.slots[best]);
+    guard.counts[best].fetch_add(1, Ordering::Relaxed);
+    black_box(&slot);
+    guard.counts[best].fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The floor of pick + report + drop: a counted random pick, one clock read, and one
+/// per-destination counter update under a per-destination lock (what a report that keeps
+/// outcome counts per destination costs at least).
+#[inline(always)]
+fn floor_report(slots: &ArcSwap<Vec<Arc<Slot>>>, outcomes: &[std::sync::Mutex<[u64; 2]>]) {
+    let guard = black_box(slots).load();
+    let i = BASELINE_RNG.with(|r| r.borrow_mut().random_range(0..guard.len()));
+    let slot = Arc::clone(&guard[i]);
+    drop(guard);
+    slot.in_flight.fetch_add(1, Ordering::Relaxed);
+    black_box(&slot);
+    black_box(Instant::now());
+    {
+        let mut counts = outcomes[i].lock().expect("not poisoned");
+        counts[0] += 1;
+        black_box(&mut *counts);
+    }
+    slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Clones `slot`'s `Arc`, counts it in flight, uncounts it, drops the clone: what a pick handle
+/// does at least.
+#[inline(always)]
+fn count_once(slot: &Arc<Slot>) {
+    let slot = Arc::clone(slot);
+    slot.in_flight.fetch_add(1, Ordering::Relaxed);
+    black_box(&slot);
+    slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// One arm of the paired comparison.
+struct Arm<'a> {
+    name: String,
+    /// The arm whose operation is this one's floor (the least any implementation of it costs).
+    floor: Option<usize>,
+    batch: u64,
+    op: Box<dyn Fn() + Sync + 'a>,
+}
+
+fn arm<'a>(name: &str, floor: Option<usize>, batch: u64, op: Box<dyn Fn() + Sync + 'a>) -> Arm<'a> {
+    Arm {
+        name: name.to_string(),
+        floor,
+        batch,
+        op,
+    }
 }
 
 /// The paired comparison (see the file comment). Runs only under `cargo bench`, not when CI runs
@@ -489,78 +633,186 @@ fn bench_paired(_: &mut Criterion) {
     }
     println!(
         "\npaired comparison ({PAIRED_ROUNDS} rounds; per arm and batch 20,000 picks or 20 per \
-         destination, whichever is more; order rotating):"
+         destination, whichever is more, for scanning arms 2,000,000 / n; order rotating):"
     );
     for n in SIZES {
         let batch = paired_batch(n);
+        let scan_batch = paired_scan_batch(n);
         let values: ArcSwap<Vec<u64>> = ArcSwap::from(Arc::new((0..n as u64).collect()));
         let slots = slots(n);
-        let engines: Vec<Engine> = PAIRED_POLICIES
+        let counted = ArcSwap::from_pointee(Counted {
+            counts: (0..n).map(|_| AtomicU32::new(1)).collect(),
+            slots: slots.load().to_vec(),
+        });
+        let outcomes: Vec<std::sync::Mutex<[u64; 2]>> =
+            (0..n).map(|_| std::sync::Mutex::new([0; 2])).collect();
+        let unweighted: Vec<Engine> = PAIRED_POLICIES
             .iter()
             .map(|&policy| engine(cluster(policy, n)))
-            .chain(
-                PAIRED_POLICIES
-                    .iter()
-                    .map(|&policy| engine(weighted_cluster(policy, n))),
-            )
             .collect();
-        // Arm 0 is the baseline, 1 and 2 the counted-pick floors, 3.. the engines (unweighted,
-        // then weighted).
-        let weighted: Vec<String> = PAIRED_POLICIES
+        let weighted: Vec<Engine> = PAIRED_POLICIES
             .iter()
-            .map(|p| format!("{p}_weighted"))
+            .map(|&policy| engine(weighted_cluster(policy, n)))
             .collect();
-        let names: Vec<&str> = ["baseline", "floor_random_inflight", "floor_p2c_inflight"]
-            .into_iter()
-            .chain(PAIRED_POLICIES)
-            .chain(weighted.iter().map(String::as_str))
+        let first_alphabetical = engine(cluster("FirstAlphabetical", n));
+        let least_idle = engine(cluster("LeastRequests", n));
+        // Every destination has one request in flight for the whole run: a scan must read all.
+        let least_loaded = engine(cluster("LeastRequests", n));
+        let held: Vec<_> = (0..n)
+            .map(|_| least_loaded.pick_endpoint(CLUSTER).expect("pick"))
             .collect();
-        let arms = names.len();
-        let op = |arm: usize| match arm {
-            0 => {
-                black_box(baseline_read(&values));
-            }
-            1 => baseline_inflight(&slots),
-            2 => baseline_p2c_inflight(&slots),
-            k => pick_and_drop(&engines[k - 3]),
-        };
-        let mut one: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
-        let mut ratio: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
-        let mut scaling: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); arms];
+        assert!(
+            held.iter().all(|h| h.destination().in_flight() == 1),
+            "LeastRequests filled every destination once"
+        );
+        let reporting = passive_engine("PowerOfTwoChoices", n);
+
+        // Floors first, at fixed positions.
+        const RANDOM: usize = 1;
+        const P2C: usize = 2;
+        const COUNTER: usize = 3;
+        const FIXED: usize = 4;
+        const SCAN: usize = 5;
+        const REPORT: usize = 6;
+        let mut arms: Vec<Arm<'_>> = vec![
+            arm(
+                "baseline",
+                None,
+                batch,
+                Box::new(|| {
+                    black_box(baseline_read(&values));
+                }),
+            ),
+            arm(
+                "floor_random_inflight",
+                None,
+                batch,
+                Box::new(|| baseline_inflight(&slots)),
+            ),
+            arm(
+                "floor_p2c_inflight",
+                None,
+                batch,
+                Box::new(|| baseline_p2c_inflight(&slots)),
+            ),
+            arm(
+                "floor_counter_inflight",
+                None,
+                batch,
+                Box::new(|| floor_counter_inflight(&slots)),
+            ),
+            arm(
+                "floor_fixed_inflight",
+                None,
+                batch,
+                Box::new(|| floor_fixed_inflight(&slots)),
+            ),
+            arm(
+                "floor_scan_inflight",
+                None,
+                scan_batch,
+                Box::new(|| floor_scan_inflight(&counted)),
+            ),
+            arm(
+                "floor_report",
+                None,
+                batch,
+                Box::new(|| floor_report(&slots, &outcomes)),
+            ),
+        ];
+        let floors = [RANDOM, P2C, COUNTER];
+        for ((policy, engine), floor) in PAIRED_POLICIES.iter().zip(&unweighted).zip(floors) {
+            arms.push(arm(
+                policy,
+                Some(floor),
+                batch,
+                Box::new(move || pick_and_drop(engine)),
+            ));
+        }
+        arms.push(arm(
+            "FirstAlphabetical",
+            Some(FIXED),
+            batch,
+            Box::new(|| pick_and_drop(&first_alphabetical)),
+        ));
+        arms.push(arm(
+            "LeastRequests_idle",
+            Some(SCAN),
+            scan_batch,
+            Box::new(|| pick_and_drop(&least_idle)),
+        ));
+        arms.push(arm(
+            "LeastRequests_loaded",
+            Some(SCAN),
+            scan_batch,
+            Box::new(|| pick_and_drop(&least_loaded)),
+        ));
+        for ((policy, engine), floor) in PAIRED_POLICIES.iter().zip(&weighted).zip(floors) {
+            arms.push(arm(
+                &format!("{policy}_weighted"),
+                Some(floor),
+                batch,
+                Box::new(move || pick_and_drop(engine)),
+            ));
+        }
+        arms.push(arm(
+            "pick_report_drop",
+            Some(REPORT),
+            batch,
+            Box::new(|| pick_report_drop(&reporting)),
+        ));
+        let count = arms.len();
+        let mut one: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
+        let mut ratio: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
+        let mut to_floor: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
+        let mut scaling: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
         for round in 0..PAIRED_ROUNDS {
-            let mut t1 = vec![0.0; arms];
-            for k in 0..arms {
-                let arm = (round + k) % arms;
+            let mut t1 = vec![0.0; count];
+            for k in 0..count {
+                let index = (round + k) % count;
+                let Arm { batch, op, .. } = &arms[index];
                 let start = Instant::now();
-                for _ in 0..batch {
-                    op(arm);
+                for _ in 0..*batch {
+                    op();
                 }
-                t1[arm] = start.elapsed().as_secs_f64() * 1e9 / batch as f64;
-                let t2 = two_threads(batch, || op(arm)).as_secs_f64() * 1e9 / batch as f64;
-                scaling[arm].push(2.0 * t1[arm] / t2);
+                t1[index] = start.elapsed().as_secs_f64() * 1e9 / *batch as f64;
+                let t2 = two_threads(*batch, op).as_secs_f64() * 1e9 / *batch as f64;
+                scaling[index].push(2.0 * t1[index] / t2);
             }
-            for arm in 0..arms {
-                one[arm].push(t1[arm]);
-                ratio[arm].push(t1[arm] / t1[0]);
+            for index in 0..count {
+                one[index].push(t1[index]);
+                ratio[index].push(t1[index] / t1[0]);
+                if let Some(floor) = arms[index].floor {
+                    to_floor[index].push(t1[index] / t1[floor]);
+                }
             }
         }
         let baseline = median(&mut one[0]);
         println!("  {n} destinations (baseline {baseline:.1} ns):");
-        for arm in 1..arms {
+        for index in 1..count {
+            let versus_floor = match arms[index].floor {
+                Some(floor) => format!(
+                    ", {:.2}x {}",
+                    median(&mut to_floor[index]),
+                    arms[floor].name
+                ),
+                None => String::new(),
+            };
             println!(
-                "    {:<28} 1 thread {:.2}x the baseline ({:.1} ns)",
-                names[arm],
-                median(&mut ratio[arm]),
-                median(&mut one[arm]),
+                "    {:<28} 1 thread {:.2}x the baseline ({:.1} ns){versus_floor}",
+                arms[index].name,
+                median(&mut ratio[index]),
+                median(&mut one[index]),
             );
         }
-        for arm in 0..arms {
+        for index in 0..count {
             println!(
                 "    {:<28} 2 threads: scaling {:.2}x",
-                names[arm],
-                median(&mut scaling[arm])
+                arms[index].name,
+                median(&mut scaling[index])
             );
         }
+        drop(held);
     }
 }
 

@@ -112,7 +112,9 @@
 //! [`selection::LoadBalancingPolicy`] (`LoadBalancingPolicy`). The built-ins use exactly the
 //! doors yours get: the policy contexts, a per-destination state slot for a policy's own data
 //! (`with_state` on the active and passive contexts), and for load balancers a per-snapshot
-//! preparation step ([`LoadBalancingPolicy::prepare`](selection::LoadBalancingPolicy::prepare)).
+//! preparation step ([`LoadBalancingPolicy::prepare`](selection::LoadBalancingPolicy::prepare))
+//! and, for one that reads every in-flight count, counts kept side by side
+//! ([`selection::InFlightCounts`], what `LeastRequests` scans).
 //! The probe request itself is replaced with a [`probe::ProbeRequestFactory`] on the monitor.
 //! `examples/custom_policy.rs` registers a weighted load balancer that adds up its weights once
 //! per change.

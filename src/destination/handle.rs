@@ -23,7 +23,7 @@ pub struct PickHandle {
 
 impl PickHandle {
     pub(crate) fn new(destination: Arc<Destination>) -> Self {
-        destination.in_flight.fetch_add(1, Ordering::Relaxed);
+        destination.in_flight.cell().fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         {
             let metrics = &destination.info().metrics;
@@ -67,7 +67,10 @@ impl PickHandle {
 
 impl Drop for PickHandle {
     fn drop(&mut self) {
-        self.destination.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.destination
+            .in_flight
+            .cell()
+            .fetch_sub(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.destination.info().metrics.in_flight.decrement(1.0);
     }

@@ -9,10 +9,15 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::outcome_window::OutcomeWindow;
 use crate::health::state::{DiscoveryHealth, HealthParts, HealthState, ReportedHealth};
 
 /// Health, policy data and bookkeeping of one destination.
+// `repr(C)`: the fields every request outcome reads (the atomics, the outcome window, the policy
+// data's slots) come first, in declaration order, so that they share the first cache lines of
+// the destination's cold part with the outcome sink (see `DestinationInfo`).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct DestinationState {
     active: AtomicU8,
     passive: AtomicU8,
@@ -26,6 +31,8 @@ pub(crate) struct DestinationState {
     /// Set once the destination left its cluster: it gets no picks and its outcomes count for
     /// nothing.
     removed: AtomicBool,
+    /// Its recent outcomes, for passive policies that judge a failure rate (TransportFailureRate).
+    window: Mutex<OutcomeWindow>,
     /// Each policy's own data, one value per type (a policy keeps a type of its own).
     slots: StateSlots,
     /// What the status view shows; written on probes and health changes.
@@ -37,25 +44,66 @@ const PROBE_FAILED: u8 = 2;
 
 /// Values of any type, one per type, behind a lock of their own: a policy's per-destination
 /// (or per-cluster) data.
+///
+/// The first value sits in the slots themselves (one box away), so the common case of one
+/// passive policy finds its data with one type check and no list to walk; further values go
+/// to a list that is allocated only when a second policy keeps data. 32 bytes in all.
 #[derive(Default)]
-pub(crate) struct StateSlots(Mutex<Vec<Box<dyn Any + Send>>>);
+pub(crate) struct StateSlots(Mutex<Slots>);
+
+#[derive(Default)]
+struct Slots {
+    first: Option<Box<dyn Any + Send>>,
+    // Boxed so that the slots stay 24 bytes (a thin pointer) while there is no second value.
+    #[allow(clippy::box_collection)]
+    more: Option<Box<Vec<Box<dyn Any + Send>>>>,
+}
 
 impl StateSlots {
     /// Runs `f` on the value of type `T` (created with `T::default()` on first use).
+    #[inline]
     pub fn with<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let mut slots = self.0.lock();
-        if let Some(value) = slots.iter_mut().find_map(|slot| slot.downcast_mut::<T>()) {
+        let slots = &mut *slots;
+        if let Some(value) = slots
+            .first
+            .as_mut()
+            .and_then(|slot| slot.downcast_mut::<T>())
+        {
             return f(value);
         }
-        let mut value = T::default();
-        let result = f(&mut value);
-        slots.push(Box::new(value));
-        result
+        slots.with_other(f)
     }
 
     /// Moves every value out (to a new object for the same instance).
     fn take(&self) -> StateSlots {
         StateSlots(Mutex::new(std::mem::take(&mut *self.0.lock())))
+    }
+}
+
+impl Slots {
+    /// The value of type `T` when it is not the first: found in the list, or created (first in
+    /// line while that place is free).
+    #[cold]
+    fn with_other<T: Default + Send + 'static, R>(&mut self, f: impl FnOnce(&mut T) -> R) -> R {
+        if let Some(value) = self
+            .more
+            .iter_mut()
+            .flat_map(|more| more.iter_mut())
+            .find_map(|slot| slot.downcast_mut::<T>())
+        {
+            return f(value);
+        }
+        let mut value = T::default();
+        let result = f(&mut value);
+        if self.first.is_none() {
+            self.first = Some(Box::new(value));
+        } else {
+            self.more
+                .get_or_insert_with(Box::default)
+                .push(Box::new(value));
+        }
+        result
     }
 }
 
@@ -161,6 +209,7 @@ impl DestinationState {
             last_probe: AtomicU8::new(old.last_probe.load(Ordering::Acquire)),
             probing: AtomicBool::new(false),
             removed: AtomicBool::new(false),
+            window: Mutex::new(std::mem::take(&mut *old.window.lock())),
             slots: old.slots.take(),
             record: Mutex::new(old.record.lock().clone()),
         }
@@ -174,9 +223,65 @@ impl DestinationState {
         self.removed.store(true, Ordering::Release);
     }
 
+    /// Runs `f` on this destination's outcome window, under a lock of its own.
+    #[inline]
+    pub fn with_outcome_window<R>(&self, f: impl FnOnce(&mut OutcomeWindow) -> R) -> R {
+        f(&mut self.window.lock())
+    }
+
     /// Runs `f` on this destination's value of type `T` (created with `T::default()` on first
     /// use), under a lock of this destination's own.
     pub fn with_slot<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         self.slots.with(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::{align_of, offset_of, size_of};
+
+    use super::*;
+    use crate::destination::DestinationInfo;
+
+    /// A request outcome of TransportFailureRate reads the sink, the health atomics and the
+    /// outcome window: they come first in a destination's cold part, within 120 bytes.
+    #[test]
+    fn what_an_outcome_reads_comes_first() {
+        assert_eq!(offset_of!(DestinationInfo, sink), 0);
+        let state = offset_of!(DestinationInfo, state);
+        assert!(offset_of!(DestinationState, removed) < offset_of!(DestinationState, window));
+        let window_end =
+            state + offset_of!(DestinationState, window) + size_of::<Mutex<OutcomeWindow>>();
+        assert!(window_end <= 120, "the window ends at byte {window_end}");
+        assert!(align_of::<DestinationInfo>() <= 16, "not over-aligned");
+    }
+
+    #[derive(Default, Debug, PartialEq)]
+    struct First(u32);
+    #[derive(Default, Debug, PartialEq)]
+    struct Second(&'static str);
+    #[derive(Default, Debug, PartialEq)]
+    struct Third(Vec<u8>);
+
+    /// Each type keeps its own value, whichever was used first and however many there are, and
+    /// a respelt destination's new object takes them all over.
+    #[test]
+    fn every_type_keeps_its_own_value() {
+        let slots = StateSlots::default();
+        slots.with(|s: &mut Second| s.0 = "second");
+        slots.with(|f: &mut First| f.0 += 1);
+        slots.with(|t: &mut Third| t.0.push(3));
+        slots.with(|f: &mut First| f.0 += 1);
+        assert_eq!(slots.with(|f: &mut First| f.0), 2);
+        assert_eq!(slots.with(|s: &mut Second| s.0), "second");
+        assert_eq!(slots.with(|t: &mut Third| t.0.clone()), [3]);
+        let moved = slots.take();
+        assert_eq!(moved.with(|f: &mut First| f.0), 2);
+        assert_eq!(moved.with(|t: &mut Third| t.0.len()), 1);
+        assert_eq!(
+            slots.with(|f: &mut First| f.0),
+            0,
+            "the old object starts over"
+        );
     }
 }

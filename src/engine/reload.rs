@@ -38,6 +38,7 @@ use crate::config::read::read;
 use crate::config::validate::{sort_in_document_order, validate};
 use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
+use crate::destination::in_flight::{CountPool, InFlight};
 use crate::destination::locality::Locality;
 use crate::destination::state::DestinationState;
 use crate::destination::{Destination, DestinationInfo, OutcomeSink};
@@ -397,6 +398,13 @@ impl ClusterRuntime {
             return Applied::default(); // being dropped
         };
         let sink: Arc<dyn OutcomeSink> = me;
+        // A policy that reads every count gets them side by side (see `in_flight.rs`).
+        let pool = settings
+            .policies
+            .load_balancing
+            .policy
+            .reads_every_count()
+            .then_some(&self.counts);
         let merged = merge(
             &settings.id,
             &book.sources[position].source,
@@ -404,6 +412,7 @@ impl ClusterRuntime {
             endpoints,
             &taken,
             &sink,
+            pool,
             now,
         );
         book.sources[position].members = merged.members;
@@ -482,7 +491,9 @@ struct Merged {
     reactivations: Vec<(Arc<Destination>, Duration)>,
 }
 
-/// Diffs a source's new full set against its previous destinations.
+/// Diffs a source's new full set against its previous destinations; new ones count in flight in
+/// `pool` when there is one.
+#[allow(clippy::too_many_arguments)]
 fn merge(
     cluster_id: &Arc<str>,
     source: &Arc<str>,
@@ -490,6 +501,7 @@ fn merge(
     endpoints: Vec<Endpoint>,
     taken: &HashSet<String>,
     sink: &Arc<dyn OutcomeSink>,
+    pool: Option<&CountPool>,
     now: Duration,
 ) -> Merged {
     let mut by_key: HashMap<Arc<str>, Arc<Destination>> = previous
@@ -550,7 +562,8 @@ fn merge(
         .map(|planned| match planned {
             Planned::Kept(kept) => kept,
             Planned::New(info) => {
-                let d = Arc::new(Destination::new(info));
+                let in_flight = pool.map_or_else(InFlight::own, CountPool::place);
+                let d = Arc::new(Destination::new(info, in_flight));
                 if let Some(due) = d.state().record.lock().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }

@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::config::discovery::RESERVED_SOURCE;
+use crate::destination::in_flight::CountPool;
 use crate::destination::state::StateSlots;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
@@ -48,6 +49,9 @@ pub(crate) struct ClusterRuntime {
     pub policy_state: StateSlots,
     /// The round-robin counter, carried into every snapshot.
     pub counter: Arc<AtomicUsize>,
+    /// The in-flight counts of its destinations, when its load-balancing policy reads every
+    /// count on every pick (`destination/in_flight.rs`).
+    pub counts: CountPool,
     /// Read on every request outcome, so held here rather than behind the engine.
     pub clock: Arc<dyn Clock>,
     pub observer: Option<Arc<dyn Observer>>,
@@ -214,6 +218,7 @@ impl ClusterRuntime {
             warmed: watch::Sender::new(false),
             members_changed: watch::Sender::new(0),
             policy_state: StateSlots::default(),
+            counts: CountPool::default(),
             counter,
             clock,
             observer,

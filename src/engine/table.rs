@@ -195,6 +195,29 @@ pub(crate) fn with_snapshot<R>(
     })
 }
 
+/// Runs `f` on the current snapshot of the cluster published in `cell`: through this thread's
+/// pick cache when it holds that cluster (the thread picked from it: one pointer comparison, no
+/// shared write), else with a plain load. The outcome path: a request is usually reported on
+/// the thread that picked it. Keeps nothing the pick cache does not keep already.
+#[inline]
+pub(crate) fn with_current<R>(cell: &SnapshotCell, f: impl FnOnce(&ClusterSnapshot) -> R) -> R {
+    PICKS.with(|slot| {
+        // Busy: an outcome reported from inside a pick or another outcome.
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            if let Some(entry) = slot.as_mut().and_then(|picks| {
+                picks
+                    .snapshots
+                    .iter_mut()
+                    .flatten()
+                    .find(|entry| std::ptr::eq(entry.snapshot.arc_swap(), &**cell))
+            }) {
+                return f(entry.snapshot.load());
+            }
+        }
+        f(&cell.load())
+    })
+}
+
 /// The position of this thread's cursor for the cluster counting with `counter`, added when the
 /// thread first picks from it.
 #[cold]

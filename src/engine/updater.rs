@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::hub::Hub;
 use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
+use super::table::with_current;
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
@@ -22,7 +23,7 @@ use crate::health::state::{HealthPart, HealthState};
 use crate::ids::fold_case;
 use crate::observer::{Evaluated, Evaluation};
 use crate::policy::active::ActiveHealthPolicy;
-use crate::policy::passive::PassiveVerdict;
+use crate::policy::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
 use crate::policy::registry::Named;
 
 /// What the first-probe bookkeeping runs after.
@@ -51,32 +52,60 @@ pub(crate) enum ProbeBatch<'a> {
 }
 
 impl ClusterRuntime {
-    /// Hot path: one request outcome. Costs the passive policy's evaluation; takes the book lock
-    /// only when the verdict changes the destination's passive health.
+    /// Hot path: one request outcome. Costs the passive policy's evaluation and one clock read;
+    /// takes the book lock only when the verdict changes the destination's passive health.
     pub(crate) fn outcome(&self, destination: &Arc<Destination>, outcome: RequestOutcome) {
         if destination.is_removed() {
             return;
         }
         #[cfg(feature = "metrics")]
         self.metrics.outcome(outcome);
-        let snapshot = self.cell.load();
-        let settings = &snapshot.settings;
-        // One clock read serves the observer and the policy.
-        let observed_at = self.observer.as_ref().map(|observer| {
-            let at = self.clock.now();
-            observer.request_completed(at, &settings.id, destination.id(), outcome);
-            at
+        // The snapshot through this thread's pick cache: no shared write when it picked here.
+        with_current(&self.cell, |snapshot| {
+            let settings = &snapshot.settings;
+            // One clock read serves the observer and the policy.
+            let observed_at = self.observer.as_ref().map(|observer| {
+                let at = self.clock.now();
+                observer.request_completed(at, &settings.id, destination.id(), outcome);
+                at
+            });
+            let Some(passive) = settings.policies.passive.as_deref() else {
+                return;
+            };
+            let now = observed_at.unwrap_or_else(|| self.clock.now());
+            let ctx = settings.passive_context(
+                destination,
+                &self.policy_state,
+                snapshot.members.len(),
+                now,
+            );
+            let verdict = match passive {
+                // The usual case: one policy, nobody watching its evaluations.
+                [only] if self.observer.is_none() => only.policy.request_completed(&ctx, outcome),
+                _ => self.combined_verdict(settings, passive, &ctx, destination, outcome, now),
+            };
+            if let Some(verdict) = verdict {
+                if verdict.health != destination.state().passive() {
+                    self.set_passive(destination, verdict, now);
+                }
+            }
         });
-        let Some(passive) = &settings.policies.passive else {
-            return;
-        };
-        let now = observed_at.unwrap_or_else(|| self.clock.now());
-        let ctx =
-            settings.passive_context(destination, &self.policy_state, snapshot.members.len(), now);
-        // Every listed policy judges the outcome; one Unhealthy verdict is enough.
+    }
+
+    /// Every listed passive policy judges the outcome (and the observer sees each verdict); one
+    /// Unhealthy verdict is enough.
+    fn combined_verdict(
+        &self,
+        settings: &ClusterSettings,
+        passive: &[Named<dyn PassiveHealthPolicy>],
+        ctx: &PassivePolicyContext<'_>,
+        destination: &Destination,
+        outcome: RequestOutcome,
+        now: Duration,
+    ) -> Option<PassiveVerdict> {
         let mut combined: Option<PassiveVerdict> = None;
         for policy in passive {
-            let Some(verdict) = policy.policy.request_completed(&ctx, outcome) else {
+            let Some(verdict) = policy.policy.request_completed(ctx, outcome) else {
                 continue;
             };
             if let Some(observer) = &self.observer {
@@ -95,14 +124,7 @@ impl ClusterRuntime {
                 Some(earlier) => combine(earlier, verdict),
             });
         }
-        let Some(verdict) = combined else {
-            return;
-        };
-        if verdict.health == destination.state().passive() {
-            return;
-        }
-        drop(snapshot);
-        self.set_passive(destination, verdict, now);
+        combined
     }
 
     fn set_passive(&self, destination: &Arc<Destination>, verdict: PassiveVerdict, now: Duration) {

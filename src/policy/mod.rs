@@ -11,8 +11,9 @@
 //! - the engine's **health updater** applies those verdicts, schedules reactivation, emits events
 //!   and publishes a new snapshot; it is the only writer of health.
 //!
-//! The built-in policies use exactly the doors a custom policy gets: their contexts, and a
-//! per-destination state slot (`with_state`) for their own data.
+//! The built-in policies use exactly the doors a custom policy gets: their contexts, a
+//! per-destination state slot (`with_state`) for their own data, and each destination's
+//! [`OutcomeWindow`] (`with_outcome_window`), what TransportFailureRate counts in.
 
 pub(crate) mod active;
 pub(crate) mod available;
@@ -23,6 +24,7 @@ pub(crate) mod passive;
 pub(crate) mod registry;
 pub(crate) mod transport_failure_rate;
 
+pub use crate::destination::outcome_window::{OutcomeWindow, WindowCounts};
 pub use active::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, ProbeDelivery};
 pub use available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
 pub use consecutive_failures::ConsecutiveFailures;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::config::metadata::Metadata;
 use crate::config::model::{HealthPolicyOptions, OutlierDetectionOptions};
+use crate::destination::outcome_window::OutcomeWindow;
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::outcome::RequestOutcome;
@@ -105,6 +106,21 @@ impl PassivePolicyContext<'_> {
     /// keep `f` short.
     pub fn with_state<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         self.destination.state().with_slot(f)
+    }
+
+    /// Runs `f` on the destination's [`OutcomeWindow`]: its request outcomes in 1-second
+    /// buckets over a sliding window, kept as YARP keeps them for its failure-rate policy.
+    /// Every destination has exactly one, beside its health, where recording an outcome reads
+    /// no memory of its own (cheaper than [`with_state`](Self::with_state) at thousands of
+    /// destinations). It is shared by the cluster's passive policies: the built-in
+    /// TransportFailureRate records every outcome in it (failed: a transport failure), so a
+    /// policy listed together with TransportFailureRate should only read it
+    /// ([`OutcomeWindow::counts`]), and one that counts other failures keeps a window of its own
+    /// in [`with_state`](Self::with_state). It is behind a lock of the destination's own: keep
+    /// `f` short.
+    #[inline]
+    pub fn with_outcome_window<R>(&self, f: impl FnOnce(&mut OutcomeWindow) -> R) -> R {
+        self.destination.state().with_outcome_window(f)
     }
 
     /// How many destinations the cluster has now (for a policy that limits how many of them it

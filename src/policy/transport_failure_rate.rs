@@ -8,12 +8,11 @@
 //! - the rate is 0 below `MinimalTotalCountThreshold` outcomes, else failed / total;
 //! - Healthy if rate < limit, else Unhealthy (a rate equal to the limit is Unhealthy).
 //!
-//! HTTP error statuses are not failures here; they count in the total.
-
-use std::collections::VecDeque;
-use std::time::Duration;
+//! HTTP error statuses are not failures here; they count in the total. The buckets are the
+//! destination's [`OutcomeWindow`], which every destination carries beside its health.
 
 use super::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+use crate::destination::outcome_window::{OutcomeWindow, WindowCounts};
 use crate::health::outcome::RequestOutcome;
 use crate::health::reason::Reason;
 use crate::health::state::HealthState;
@@ -31,14 +30,14 @@ impl PassiveHealthPolicy for TransportFailureRate {
         outcome: RequestOutcome,
     ) -> Option<PassiveVerdict> {
         let options = ctx.options();
-        let counts = ctx.with_state(|history: &mut FailureHistory| {
-            history.add(
+        let counts = ctx.with_outcome_window(|window| {
+            window.record(
                 ctx.now(),
                 options.detection_window_size,
-                options.minimal_total_count_threshold,
                 outcome.is_transport_failure(),
             )
         });
+        let counts = rated(counts, options.minimal_total_count_threshold);
         let limit = ctx.failure_rate_limit();
         let health = if counts.rate < limit {
             HealthState::Healthy
@@ -63,80 +62,56 @@ impl PassiveHealthPolicy for TransportFailureRate {
     /// is not ejected again by its first successful request (healthpick extension; YARP keeps
     /// the history).
     fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
-        ctx.with_state(|history: &mut FailureHistory| *history = FailureHistory::default());
+        ctx.with_outcome_window(OutcomeWindow::clear);
     }
 }
 
-const BUCKET: Duration = Duration::from_secs(1);
-
-/// Counts of the window after an outcome was added.
+/// Counts of the window after an outcome was added, with the rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct WindowCounts {
+struct WindowRate {
     failed: u64,
     total: u64,
     rate: f64,
 }
 
-/// One destination's outcome history (YARP's `ProxiedRequestHistory`), kept in its state slot.
-#[derive(Debug, Default)]
-struct FailureHistory {
-    /// Closing time of the open bucket; `None` before the first outcome.
-    open_closes_at: Option<Duration>,
-    open_total: u64,
-    open_failed: u64,
-    /// Closed buckets: (closing time, total, failed), oldest first.
-    closed: VecDeque<(Duration, u64, u64)>,
-    total: u64,
-    failed: u64,
-}
-
-impl FailureHistory {
-    fn add(
-        &mut self,
-        now: Duration,
-        window: Duration,
-        min_total: u64,
-        failed: bool,
-    ) -> WindowCounts {
-        let closes_at = *self.open_closes_at.get_or_insert(now + BUCKET);
-        if now >= closes_at {
-            self.closed
-                .push_back((closes_at, self.open_total, self.open_failed));
-            self.open_closes_at = Some(now + BUCKET);
-            self.open_total = 0;
-            self.open_failed = 0;
-        }
-        self.open_total += 1;
-        self.total += 1;
-        if failed {
-            self.open_failed += 1;
-            self.failed += 1;
-        }
-        while let Some(&(stamp, total, failed)) = self.closed.front() {
-            if now.saturating_sub(stamp) > window {
-                self.closed.pop_front();
-                self.total -= total;
-                self.failed -= failed;
-            } else {
-                break;
-            }
-        }
-        let rate = if self.total == 0 || self.total < min_total {
-            0.0
-        } else {
-            self.failed as f64 / self.total as f64
-        };
-        WindowCounts {
-            failed: self.failed,
-            total: self.total,
-            rate,
-        }
+/// The rate of `counts`: 0 below `min_total` outcomes, else failed / total.
+fn rated(counts: WindowCounts, min_total: u64) -> WindowRate {
+    let rate = if counts.total == 0 || counts.total < min_total {
+        0.0
+    } else {
+        counts.failed as f64 / counts.total as f64
+    };
+    WindowRate {
+        failed: counts.failed,
+        total: counts.total,
+        rate,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
     use super::*;
+
+    const BUCKET: Duration = Duration::from_secs(1);
+
+    /// The window and the rate, as the policy computes them.
+    #[derive(Default)]
+    struct FailureHistory(OutcomeWindow);
+
+    impl FailureHistory {
+        fn add(
+            &mut self,
+            now: Duration,
+            window: Duration,
+            min_total: u64,
+            failed: bool,
+        ) -> WindowRate {
+            rated(self.0.record(now, window, failed), min_total)
+        }
+    }
 
     fn s(secs: f64) -> Duration {
         Duration::from_secs_f64(secs)
@@ -177,5 +152,91 @@ mod tests {
             assert_eq!(h.add(s(i as f64 * 0.01), s(60.0), 10, true).rate, 0.0);
         }
         assert_eq!(h.add(s(0.5), s(60.0), 10, true).rate, 1.0);
+    }
+
+    /// The history as it was first written (a plain deque walked on every outcome), kept to
+    /// check the compact one against.
+    #[derive(Default)]
+    struct Reference {
+        open_closes_at: Option<Duration>,
+        open_total: u64,
+        open_failed: u64,
+        closed: VecDeque<(Duration, u64, u64)>,
+        total: u64,
+        failed: u64,
+    }
+
+    impl Reference {
+        fn add(
+            &mut self,
+            now: Duration,
+            window: Duration,
+            min_total: u64,
+            failed: bool,
+        ) -> WindowRate {
+            let closes_at = *self.open_closes_at.get_or_insert(now + BUCKET);
+            if now >= closes_at {
+                self.closed
+                    .push_back((closes_at, self.open_total, self.open_failed));
+                self.open_closes_at = Some(now + BUCKET);
+                self.open_total = 0;
+                self.open_failed = 0;
+            }
+            self.open_total += 1;
+            self.total += 1;
+            if failed {
+                self.open_failed += 1;
+                self.failed += 1;
+            }
+            while let Some(&(stamp, total, failed)) = self.closed.front() {
+                if now.saturating_sub(stamp) > window {
+                    self.closed.pop_front();
+                    self.total -= total;
+                    self.failed -= failed;
+                } else {
+                    break;
+                }
+            }
+            let rate = if self.total == 0 || self.total < min_total {
+                0.0
+            } else {
+                self.failed as f64 / self.total as f64
+            };
+            WindowRate {
+                failed: self.failed,
+                total: self.total,
+                rate,
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any sequence of outcomes (gaps from 0 to beyond the window, failures or not, a
+        /// reset now and then as on recovery) gets the same counts and rate from the compact
+        /// history as from the reference, outcome by outcome.
+        #[test]
+        fn the_compact_history_counts_as_the_reference_does(
+            window_ms in 1u64..5_000,
+            min_total in 0u64..20,
+            steps in proptest::collection::vec((0u64..3_000, proptest::bool::ANY, 0u8..100), 1..400),
+        ) {
+            let window = Duration::from_millis(window_ms);
+            let mut compact = FailureHistory::default();
+            let mut reference = Reference::default();
+            let mut now = Duration::ZERO;
+            for (gap_ms, failed, reset) in steps {
+                // Mostly short gaps, so buckets fill; sometimes long ones, so they expire.
+                let gap = if gap_ms < 2_500 { gap_ms / 10 } else { gap_ms * 3 };
+                now += Duration::from_millis(gap);
+                if reset == 0 {
+                    compact = FailureHistory::default();
+                    reference = Reference::default();
+                }
+                let got = compact.add(now, window, min_total, failed);
+                let want = reference.add(now, window, min_total, failed);
+                proptest::prop_assert_eq!(got, want);
+                proptest::prop_assert_eq!(compact.0.closed_buckets(), reference.closed.len());
+            }
+        }
     }
 }

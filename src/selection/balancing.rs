@@ -47,6 +47,19 @@ pub trait LoadBalancingPolicy: Send + Sync + 'static {
 
     /// The index in `group` (length >= 2) of the destination to use.
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize;
+
+    /// Whether [`pick`](Self::pick) reads the in-flight count of every destination of the
+    /// group, as `LeastRequests` does. When it says so, the destinations that join the cluster
+    /// keep their counts side by side in one array per cluster, which an
+    /// [`InFlightCounts`](super::InFlightCounts) prepared for the group reads at 4 bytes per
+    /// destination instead of visiting every destination. Other policies should leave it
+    /// `false` (the default): counts kept apart, each beside its destination's reference count,
+    /// are what lets two threads pick different destinations without writing the same cache
+    /// line. Read when destinations join, so a reload that changes the policy applies it to
+    /// destinations added from then on.
+    fn reads_every_count(&self) -> bool {
+        false
+    }
 }
 
 /// What a load-balancing policy prepared for one group (see

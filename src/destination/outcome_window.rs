@@ -1,0 +1,165 @@
+//! A destination's recent request outcomes in 1-second buckets over a sliding window, kept
+//! exactly as YARP's `ProxiedRequestHistory` keeps them (SPEC §4):
+//!
+//! - a bucket is stamped with its closing time (its first outcome's time + 1 s) and closed by
+//!   the first outcome at or after that time;
+//! - each outcome is counted first, then closed buckets stamped **more than** the window before
+//!   now are dropped (the open bucket never is); nothing decays between outcomes.
+//!
+//! Every destination carries one beside its health, in the cache lines a request outcome reads
+//! anyway, so that recording an outcome touches no memory of its own: what an outcome reads
+//! while no bucket closes or expires (the open bucket, the window's sums, the oldest closed
+//! bucket's stamp) comes first, and the closed buckets, a ring that grows to the window's length
+//! once and then allocates no more, are touched about once a second.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+const BUCKET_NANOS: u64 = 1_000_000_000;
+
+/// No time: before the first outcome, or no closed bucket.
+const NEVER: u64 = u64::MAX;
+
+/// A destination's outcomes in 1-second buckets over a sliding window (YARP's
+/// `ProxiedRequestHistory`), for passive policies that judge a failure rate. Reached with
+/// [`PassivePolicyContext::with_outcome_window`](crate::policy::PassivePolicyContext::with_outcome_window).
+///
+/// ```
+/// use std::time::Duration;
+/// use healthpick::policy::OutcomeWindow;
+///
+/// let mut window = OutcomeWindow::default();
+/// let ten_s = Duration::from_secs(10);
+/// window.record(Duration::from_millis(0), ten_s, true);
+/// let counts = window.record(Duration::from_millis(500), ten_s, false);
+/// assert_eq!((counts.failed, counts.total), (1, 2));
+/// // 12 s later the first bucket (closed at 1 s) has left the window.
+/// let counts = window.record(Duration::from_millis(12_500), ten_s, false);
+/// assert_eq!((counts.failed, counts.total), (0, 1));
+/// ```
+#[derive(Debug, Clone)]
+#[repr(C)]
+pub struct OutcomeWindow {
+    /// Closing time of the open bucket, in nanoseconds of the engine's clock.
+    open_closes_at: u64,
+    /// Closing time of the oldest closed bucket (the front of `closed`).
+    oldest_closed: u64,
+    total: u64,
+    failed: u64,
+    open_total: u64,
+    open_failed: u64,
+    /// Closed buckets: (closing time, total, failed), oldest first.
+    closed: VecDeque<(u64, u64, u64)>,
+}
+
+/// The counts of an [`OutcomeWindow`] after an outcome was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// Outcomes recorded as failed in the window.
+    pub failed: u64,
+    /// All outcomes in the window.
+    pub total: u64,
+}
+
+impl Default for OutcomeWindow {
+    fn default() -> Self {
+        OutcomeWindow {
+            open_closes_at: NEVER,
+            oldest_closed: NEVER,
+            total: 0,
+            failed: 0,
+            open_total: 0,
+            open_failed: 0,
+            closed: VecDeque::new(),
+        }
+    }
+}
+
+/// Nanoseconds, saturating (584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
+}
+
+impl OutcomeWindow {
+    /// Records one outcome at `now` (`failed` or not), then drops the closed buckets stamped
+    /// more than `window` before `now`; returns the window's counts.
+    #[inline]
+    pub fn record(&mut self, now: Duration, window: Duration, failed: bool) -> WindowCounts {
+        let now = nanos(now);
+        if self.open_closes_at == NEVER {
+            self.open_closes_at = now.saturating_add(BUCKET_NANOS);
+        } else if now >= self.open_closes_at {
+            self.close_open_bucket(now);
+        }
+        self.open_total += 1;
+        self.total += 1;
+        if failed {
+            self.open_failed += 1;
+            self.failed += 1;
+        }
+        if self.oldest_closed != NEVER && now.saturating_sub(self.oldest_closed) > nanos(window) {
+            self.expire(now, nanos(window));
+        }
+        self.counts()
+    }
+
+    /// The window's counts as of the last outcome.
+    pub fn counts(&self) -> WindowCounts {
+        WindowCounts {
+            failed: self.failed,
+            total: self.total,
+        }
+    }
+
+    /// Forgets every outcome.
+    pub fn clear(&mut self) {
+        *self = OutcomeWindow::default();
+    }
+
+    /// The open bucket joins the closed ones; a new one opens at `now`.
+    #[cold]
+    fn close_open_bucket(&mut self, now: u64) {
+        let stamp = self.open_closes_at;
+        self.closed
+            .push_back((stamp, self.open_total, self.open_failed));
+        if self.oldest_closed == NEVER {
+            self.oldest_closed = stamp;
+        }
+        self.open_closes_at = now.saturating_add(BUCKET_NANOS);
+        self.open_total = 0;
+        self.open_failed = 0;
+    }
+
+    /// Drops the closed buckets stamped more than `window` before `now`.
+    #[cold]
+    fn expire(&mut self, now: u64, window: u64) {
+        while let Some(&(stamp, total, failed)) = self.closed.front() {
+            if now.saturating_sub(stamp) > window {
+                self.closed.pop_front();
+                self.total -= total;
+                self.failed -= failed;
+            } else {
+                break;
+            }
+        }
+        self.oldest_closed = self.closed.front().map_or(NEVER, |&(stamp, _, _)| stamp);
+    }
+
+    /// Closed buckets kept (for tests).
+    #[cfg(test)]
+    pub(crate) fn closed_buckets(&self) -> usize {
+        self.closed.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an outcome reads while no bucket closes or expires comes first, in 48 bytes.
+    #[test]
+    fn what_every_outcome_reads_comes_first() {
+        assert_eq!(std::mem::offset_of!(OutcomeWindow, open_failed), 40);
+        assert_eq!(std::mem::offset_of!(OutcomeWindow, closed), 48);
+    }
+}
