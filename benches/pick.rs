@@ -635,7 +635,11 @@ fn bench_paired(_: &mut Criterion) {
         "\npaired comparison ({PAIRED_ROUNDS} rounds; per arm and batch 20,000 picks or 20 per \
          destination, whichever is more, for scanning arms 2,000,000 / n; order rotating):"
     );
+    let (only_sizes, only_arms) = paired_filters();
     for n in SIZES {
+        if only_sizes.as_ref().is_some_and(|sizes| !sizes.contains(&n)) {
+            continue;
+        }
         let batch = paired_batch(n);
         let scan_batch = paired_scan_batch(n);
         let values: ArcSwap<Vec<u64>> = ArcSwap::from(Arc::new((0..n as u64).collect()));
@@ -762,6 +766,17 @@ fn bench_paired(_: &mut Criterion) {
             Box::new(|| pick_report_drop(&reporting)),
         ));
         let count = arms.len();
+        // The baseline always runs, and the floors of the arms asked for.
+        let mut runs: Vec<bool> = arms
+            .iter()
+            .map(|a| only_arms.as_ref().is_none_or(|only| only.contains(&a.name)))
+            .collect();
+        runs[0] = true;
+        for index in 0..count {
+            if let (true, Some(floor)) = (runs[index], arms[index].floor) {
+                runs[floor] = true;
+            }
+        }
         let mut one: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
         let mut ratio: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
         let mut to_floor: Vec<Vec<f64>> = vec![Vec::with_capacity(PAIRED_ROUNDS); count];
@@ -770,6 +785,9 @@ fn bench_paired(_: &mut Criterion) {
             let mut t1 = vec![0.0; count];
             for k in 0..count {
                 let index = (round + k) % count;
+                if !runs[index] {
+                    continue;
+                }
                 let Arm { batch, op, .. } = &arms[index];
                 let start = Instant::now();
                 for _ in 0..*batch {
@@ -779,7 +797,7 @@ fn bench_paired(_: &mut Criterion) {
                 let t2 = two_threads(*batch, op).as_secs_f64() * 1e9 / *batch as f64;
                 scaling[index].push(2.0 * t1[index] / t2);
             }
-            for index in 0..count {
+            for index in (0..count).filter(|&i| runs[i]) {
                 one[index].push(t1[index]);
                 ratio[index].push(t1[index] / t1[0]);
                 if let Some(floor) = arms[index].floor {
@@ -789,7 +807,7 @@ fn bench_paired(_: &mut Criterion) {
         }
         let baseline = median(&mut one[0]);
         println!("  {n} destinations (baseline {baseline:.1} ns):");
-        for index in 1..count {
+        for index in (1..count).filter(|&i| runs[i]) {
             let versus_floor = match arms[index].floor {
                 Some(floor) => format!(
                     ", {:.2}x {}",
@@ -805,7 +823,7 @@ fn bench_paired(_: &mut Criterion) {
                 median(&mut one[index]),
             );
         }
-        for index in 0..count {
+        for index in (0..count).filter(|&i| runs[i]) {
             println!(
                 "    {:<28} 2 threads: scaling {:.2}x",
                 arms[index].name,
@@ -814,6 +832,29 @@ fn bench_paired(_: &mut Criterion) {
         }
         drop(held);
     }
+}
+
+/// `HEALTHPICK_BENCH_SIZES=100,10000` and `HEALTHPICK_BENCH_ARMS=RoundRobin,pick_report_drop`
+/// narrow the paired run to those sizes and arms (the baseline and the arms' floors always run),
+/// for a quicker look at one case; unset, everything runs.
+fn paired_filters() -> (Option<Vec<usize>>, Option<Vec<String>>) {
+    let list = |name: &str| {
+        std::env::var(name).ok().map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+    };
+    let sizes = list("HEALTHPICK_BENCH_SIZES").map(|sizes| {
+        sizes
+            .iter()
+            .map(|s| {
+                s.parse()
+                    .expect("HEALTHPICK_BENCH_SIZES lists destination counts")
+            })
+            .collect()
+    });
+    (sizes, list("HEALTHPICK_BENCH_ARMS"))
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -25,7 +25,7 @@ use crate::uri::request_url;
 
 use self::attributes::DestinationAttributes;
 use self::in_flight::InFlight;
-use self::state::DestinationState;
+use self::state::{DestinationRecords, DestinationState, HealthRecord};
 use crate::health::outcome::RequestOutcome;
 use crate::health::state::HealthParts;
 
@@ -37,26 +37,25 @@ pub(crate) trait OutcomeSink: Send + Sync {
 }
 
 /// One destination of a cluster, as the engine routes to it.
-// What a pick touches is only this small block: the reference count and the in-flight count (or
-// where in its cluster's pool of counts it is, see `in_flight.rs`), in one 40-byte allocation.
-// The engine allocates a cluster's new blocks one after another, so even 10,000 destinations'
-// blocks stay close together, while everything else (URLs, ids, attributes, health) lives in a
-// separate allocation a pick never reads.
+// This block is what a request touches: a pick writes the reference count and the in-flight
+// count (or, for a policy that scans counts, its place in the cluster's pool of counts, see
+// `in_flight.rs`); a reported outcome reads the sink, the health and the outcome window; the
+// drop writes both counts again. 120 bytes with the reference counts (a 128-byte heap chunk),
+// allocated one after another for a cluster's new destinations, so that 10,000 of them take
+// 1.25 MiB and a request stays within it: everything else (URLs, ids, attributes, policy data,
+// bookkeeping) is in the cold part a request never reads. `repr(C)` keeps what a request
+// touches in order after the reference counts: the counts, the state, the sink, the cold part's
+// address last.
+#[repr(C)]
 pub struct Destination {
     pub(crate) in_flight: InFlight,
+    state: DestinationState,
+    sink: Arc<dyn OutcomeSink>,
     info: Box<DestinationInfo>,
 }
 
 /// The cold part of a destination.
-// `repr(C)`: a request outcome reads the sink and the state's first fields (the health atomics,
-// the outcome window), which are declared first so that they sit in the first 120 bytes of the
-// allocation, two or three neighbouring cache lines, instead of boxes of their own. Not aligned
-// beyond the allocator's 16 bytes on purpose: an over-aligned allocation leaves gaps the
-// allocator fills with the hot blocks allocated next, which would scatter them.
-#[repr(C)]
 pub(crate) struct DestinationInfo {
-    pub sink: Arc<dyn OutcomeSink>,
-    pub state: DestinationState,
     pub id: Arc<str>,
     pub cluster_id: Arc<str>,
     /// The source that published it (`config` for configured destinations).
@@ -66,6 +65,8 @@ pub(crate) struct DestinationInfo {
     pub key: Arc<str>,
     pub address: Url,
     pub attributes: ArcSwap<DestinationAttributes>,
+    /// Its policy data and bookkeeping.
+    pub records: DestinationRecords,
     /// Its pick counter and in-flight gauge, registered when it was created.
     #[cfg(feature = "metrics")]
     pub metrics: DestinationMetrics,
@@ -83,8 +84,18 @@ impl Destination {
     /// A new destination with no requests in flight. The engine builds a cluster's new
     /// destinations' cold parts first and their hot blocks afterwards, so the hot blocks sit
     /// together.
-    pub(crate) fn new(info: Box<DestinationInfo>, in_flight: InFlight) -> Self {
-        Destination { in_flight, info }
+    pub(crate) fn new(
+        info: Box<DestinationInfo>,
+        in_flight: InFlight,
+        state: DestinationState,
+        sink: Arc<dyn OutcomeSink>,
+    ) -> Self {
+        Destination {
+            in_flight,
+            state,
+            sink,
+            info,
+        }
     }
 
     pub(crate) fn info(&self) -> &DestinationInfo {
@@ -92,7 +103,17 @@ impl Destination {
     }
 
     pub(crate) fn state(&self) -> &DestinationState {
-        &self.info.state
+        &self.state
+    }
+
+    /// Its policy data and bookkeeping.
+    pub(crate) fn records(&self) -> &DestinationRecords {
+        &self.info.records
+    }
+
+    /// Its bookkeeping for the status view, locked.
+    pub(crate) fn record(&self) -> parking_lot::MutexGuard<'_, HealthRecord> {
+        self.info.records.record.lock()
     }
 
     /// The destination id, spelled as configured (for a discovered destination, its key).
@@ -156,13 +177,13 @@ impl Destination {
 
     /// The current health parts.
     pub fn health(&self) -> HealthParts {
-        self.info.state.health()
+        self.state.health()
     }
 
     /// Whether its most recent probe succeeded (2xx, payload not `Unhealthy`); `None` before its
     /// first probe result, or when its cluster has no active checks.
     pub fn last_probe_succeeded(&self) -> Option<bool> {
-        self.info.state.last_probe_succeeded()
+        self.state.last_probe_succeeded()
     }
 
     /// Requests in flight to this destination: picks whose handle is not dropped yet.
@@ -173,12 +194,12 @@ impl Destination {
 
     /// Whether it has left its cluster (it gets no new picks; requests in flight finish).
     pub fn is_removed(&self) -> bool {
-        self.info.state.is_removed()
+        self.state.is_removed()
     }
 
     /// Hands one finished request's outcome to the cluster.
     pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome) {
-        self.info.sink.request_completed(self, outcome);
+        self.sink.request_completed(self, outcome);
     }
 }
 
@@ -212,5 +233,17 @@ impl fmt::Debug for Destination {
             .field("health", &self.health())
             .field("in_flight", &self.in_flight())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot block stays within one 128-byte heap chunk: 120 bytes with `Arc`'s two
+    /// reference counts (glibc adds 8 bytes of its own and rounds to 16).
+    #[test]
+    fn the_hot_block_is_120_bytes() {
+        assert_eq!(std::mem::size_of::<Destination>() + 16, 120);
     }
 }

@@ -12,12 +12,10 @@ use parking_lot::Mutex;
 use super::outcome_window::OutcomeWindow;
 use crate::health::state::{DiscoveryHealth, HealthParts, HealthState, ReportedHealth};
 
-/// Health, policy data and bookkeeping of one destination.
-// `repr(C)`: the fields every request outcome reads (the atomics, the outcome window, the policy
-// data's slots) come first, in declaration order, so that they share the first cache lines of
-// the destination's cold part with the outcome sink (see `DestinationInfo`).
+/// A destination's health and what every request outcome reads and writes: kept in the
+/// destination's hot block (see `Destination`), beside its in-flight count, so that an outcome
+/// never visits the cold part.
 #[derive(Default)]
-#[repr(C)]
 pub(crate) struct DestinationState {
     active: AtomicU8,
     passive: AtomicU8,
@@ -33,10 +31,33 @@ pub(crate) struct DestinationState {
     removed: AtomicBool,
     /// Its recent outcomes, for passive policies that judge a failure rate (TransportFailureRate).
     window: Mutex<OutcomeWindow>,
+}
+
+/// The policies' own data and the bookkeeping of one destination: read on probes, health
+/// changes and status views, so it lives in the destination's cold part.
+#[derive(Default)]
+pub(crate) struct DestinationRecords {
     /// Each policy's own data, one value per type (a policy keeps a type of its own).
     slots: StateSlots,
     /// What the status view shows; written on probes and health changes.
     pub record: Mutex<HealthRecord>,
+}
+
+impl DestinationRecords {
+    /// The records of a new object for the same instance (its id was respelt): policy data and
+    /// bookkeeping move over; `old` keeps none of its policy data.
+    pub fn taking_over(old: &DestinationRecords) -> DestinationRecords {
+        DestinationRecords {
+            slots: old.slots.take(),
+            record: Mutex::new(old.record.lock().clone()),
+        }
+    }
+
+    /// Runs `f` on this destination's value of type `T` (created with `T::default()` on first
+    /// use), under a lock of this destination's own.
+    pub fn with_slot<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.slots.with(f)
+    }
 }
 
 const PROBE_SUCCEEDED: u8 = 1;
@@ -198,8 +219,8 @@ impl DestinationState {
         self.probing.store(false, Ordering::Release);
     }
 
-    /// The state of a new object for the same instance (its id was respelt): health, policy
-    /// data and bookkeeping move over; `old` keeps none of its policy data.
+    /// The state of a new object for the same instance (its id was respelt): health and the
+    /// outcome window move over.
     pub fn taking_over(old: &DestinationState) -> DestinationState {
         DestinationState {
             active: AtomicU8::new(old.active.load(Ordering::Acquire)),
@@ -210,8 +231,6 @@ impl DestinationState {
             probing: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             window: Mutex::new(std::mem::take(&mut *old.window.lock())),
-            slots: old.slots.take(),
-            record: Mutex::new(old.record.lock().clone()),
         }
     }
 
@@ -228,33 +247,11 @@ impl DestinationState {
     pub fn with_outcome_window<R>(&self, f: impl FnOnce(&mut OutcomeWindow) -> R) -> R {
         f(&mut self.window.lock())
     }
-
-    /// Runs `f` on this destination's value of type `T` (created with `T::default()` on first
-    /// use), under a lock of this destination's own.
-    pub fn with_slot<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        self.slots.with(f)
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::mem::{align_of, offset_of, size_of};
-
     use super::*;
-    use crate::destination::DestinationInfo;
-
-    /// A request outcome of TransportFailureRate reads the sink, the health atomics and the
-    /// outcome window: they come first in a destination's cold part, within 120 bytes.
-    #[test]
-    fn what_an_outcome_reads_comes_first() {
-        assert_eq!(offset_of!(DestinationInfo, sink), 0);
-        let state = offset_of!(DestinationInfo, state);
-        assert!(offset_of!(DestinationState, removed) < offset_of!(DestinationState, window));
-        let window_end =
-            state + offset_of!(DestinationState, window) + size_of::<Mutex<OutcomeWindow>>();
-        assert!(window_end <= 120, "the window ends at byte {window_end}");
-        assert!(align_of::<DestinationInfo>() <= 16, "not over-aligned");
-    }
 
     #[derive(Default, Debug, PartialEq)]
     struct First(u32);

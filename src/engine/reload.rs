@@ -40,7 +40,7 @@ use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
 use crate::destination::in_flight::{CountPool, InFlight};
 use crate::destination::locality::Locality;
-use crate::destination::state::DestinationState;
+use crate::destination::state::{DestinationRecords, DestinationState};
 use crate::destination::{Destination, DestinationInfo, OutcomeSink};
 use crate::error::DestinationsError;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
@@ -340,7 +340,7 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
 /// every cold part is built, so the cluster's hot blocks sit together).
 enum Planned {
     Kept(Arc<Destination>),
-    New(Box<DestinationInfo>),
+    New(Box<DestinationInfo>, DestinationState),
 }
 
 /// What applying a source's set changed, by destination id.
@@ -521,6 +521,7 @@ fn merge(
             endpoint.key
         };
         let mut state = DestinationState::default();
+        let mut records = DestinationRecords::default();
         match by_key.remove(&key) {
             Some(kept) if kept.address() == &endpoint.address => {
                 let info = kept.info();
@@ -534,7 +535,8 @@ fn merge(
                 }
                 // The same instance under a respelt id (ids are case-insensitive): a new object,
                 // since ids do not change, that takes over its health and policy data.
-                state = DestinationState::taking_over(&info.state);
+                state = DestinationState::taking_over(kept.state());
+                records = DestinationRecords::taking_over(&info.records);
                 removed.push(kept);
             }
             // A new address under a known key is another instance: its health starts over.
@@ -542,7 +544,7 @@ fn merge(
             None => {}
         }
         let id: Arc<str> = Arc::from(id);
-        planned.push(Planned::New(Box::new(DestinationInfo {
+        let info = Box::new(DestinationInfo {
             #[cfg(feature = "metrics")]
             metrics: super::metrics::destination_metrics(cluster_id, &id),
             id,
@@ -551,9 +553,9 @@ fn merge(
             key,
             address: endpoint.address,
             attributes: ArcSwap::from_pointee(endpoint.attributes),
-            state,
-            sink: sink.clone(),
-        })));
+            records,
+        });
+        planned.push(Planned::New(info, state));
     }
     let mut reactivations = Vec::new();
     let mut added = Vec::new();
@@ -561,10 +563,10 @@ fn merge(
         .into_iter()
         .map(|planned| match planned {
             Planned::Kept(kept) => kept,
-            Planned::New(info) => {
+            Planned::New(info, state) => {
                 let in_flight = pool.map_or_else(InFlight::own, CountPool::place);
-                let d = Arc::new(Destination::new(info, in_flight));
-                if let Some(due) = d.state().record.lock().reactivation_due {
+                let d = Arc::new(Destination::new(info, in_flight, state, sink.clone()));
+                if let Some(due) = d.record().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }
                 added.push(d.info().id.clone());
@@ -575,7 +577,7 @@ fn merge(
     let mut health_changes = Vec::new();
     for (d, to) in members.iter().zip(health) {
         let state = d.state();
-        state.record.lock().last_seen = Some(now);
+        d.record().last_seen = Some(now);
         let from = state.discovery();
         if from != to {
             state.set_discovery(to);

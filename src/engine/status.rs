@@ -205,7 +205,7 @@ impl Engine {
                     .members
                     .iter()
                     .map(|d| {
-                        let record = d.state().record.lock().clone();
+                        let record = d.record().clone();
                         let health = d.health();
                         DestinationStatus {
                             id: d.id().to_string(),

@@ -148,7 +148,7 @@ impl ClusterRuntime {
             now,
         );
         if verdict.health == HealthState::Unhealthy {
-            let mut record = state.record.lock();
+            let mut record = destination.record();
             // A re-mark while a reactivation is pending does not move it: the first due time stands.
             if record.reactivation_due.is_none() {
                 let due = now + verdict.reactivation_after;
@@ -276,7 +276,7 @@ impl ClusterRuntime {
         for ((destination, result), verdict_reason) in round.iter().zip(&reasons) {
             let state = destination.state();
             {
-                let mut record = state.record.lock();
+                let mut record = destination.record();
                 record.last_probe = Some(now);
                 record.last_probe_result = Some(result.describe());
                 if !result.is_success() {
@@ -416,7 +416,7 @@ impl ClusterRuntime {
         let mut book = self.book.lock();
         let state = destination.state();
         {
-            let mut record = state.record.lock();
+            let mut record = destination.record();
             if record.reactivation_due != Some(due) {
                 return;
             }
@@ -498,7 +498,7 @@ pub(crate) fn changed(
     now: Duration,
 ) {
     {
-        let mut record = destination.state().record.lock();
+        let mut record = destination.record();
         record.last_change = Some(now);
         record.last_reason = Some(format!("{part} {from} -> {to}: {reason}"));
     }

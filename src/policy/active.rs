@@ -95,7 +95,7 @@ impl ActivePolicyContext<'_> {
         destination: &Destination,
         f: impl FnOnce(&mut T) -> R,
     ) -> R {
-        destination.state().with_slot(f)
+        destination.records().with_slot(f)
     }
 }
 

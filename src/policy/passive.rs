@@ -105,7 +105,7 @@ impl PassivePolicyContext<'_> {
     /// your own so no other policy shares it). It is behind a lock of the destination's own:
     /// keep `f` short.
     pub fn with_state<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        self.destination.state().with_slot(f)
+        self.destination.records().with_slot(f)
     }
 
     /// Runs `f` on the destination's [`OutcomeWindow`]: its request outcomes in 1-second
