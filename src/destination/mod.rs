@@ -44,13 +44,13 @@ pub(crate) trait OutcomeSink: Send + Sync {
 // allocated one after another for a cluster's new destinations, so that 10,000 of them take
 // 1.25 MiB and a request stays within it: everything else (URLs, ids, attributes, policy data,
 // bookkeeping) is in the cold part a request never reads. `repr(C)` keeps what a request
-// touches in order after the reference counts: the counts, the state, the sink, the cold part's
+// touches in order after the reference counts: the counts, the sink, the state, the cold part's
 // address last.
 #[repr(C)]
 pub struct Destination {
     pub(crate) in_flight: InFlight,
-    state: DestinationState,
     sink: Arc<dyn OutcomeSink>,
+    state: DestinationState,
     info: Box<DestinationInfo>,
 }
 

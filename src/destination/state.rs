@@ -15,7 +15,10 @@ use crate::health::state::{DiscoveryHealth, HealthParts, HealthState, ReportedHe
 /// A destination's health and what every request outcome reads and writes: kept in the
 /// destination's hot block (see `Destination`), beside its in-flight count, so that an outcome
 /// never visits the cold part.
+// `repr(C)`: the flags an outcome reads first (`removed`, `passive`) sit right before the
+// window's lock, in the same cache line as the sink before them.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct DestinationState {
     active: AtomicU8,
     passive: AtomicU8,
