@@ -1051,13 +1051,16 @@ mod draining {
             tokio::spawn(async move {
                 let mut log = Vec::new();
                 while !stop.load(Ordering::SeqCst) {
+                    // Logged with the time of the pick: a request picked before the switch may
+                    // end after it.
+                    let picked_at = Instant::now();
                     let pick = engine.pick_endpoint("svc").unwrap();
                     let id = pick.destination().id().to_string();
                     let url = pick.address().join("work").unwrap();
                     let response = client.get(url).send().await.expect("request failed");
                     assert_eq!(response.status(), 200, "request to {id} failed");
                     assert_eq!(response.text().await.unwrap(), id);
-                    log.push((Instant::now(), id));
+                    log.push((picked_at, id));
                     tokio::time::sleep(ms(5)).await;
                 }
                 log
