@@ -41,7 +41,7 @@ use crate::destination::endpoint::Endpoint;
 use crate::destination::in_flight::{CountPool, InFlight};
 use crate::destination::locality::Locality;
 use crate::destination::state::{DestinationRecords, DestinationState};
-use crate::destination::{Destination, DestinationInfo, OutcomeSink};
+use crate::destination::{Destination, DestinationInfo, OutcomeSink, WarmPart};
 use crate::error::DestinationsError;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::reason::Reason;
@@ -336,11 +336,18 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
         .collect()
 }
 
-/// A destination of a publication: kept as it is, or new (its hot block is allocated after
-/// every cold part is built, so the cluster's hot blocks sit together).
+/// A destination of a publication: kept as it is, or new (its warm part and its block are
+/// allocated after every cold part is built, so that the cluster's warm parts sit together, and
+/// its blocks: see `Destination`).
 enum Planned {
     Kept(Arc<Destination>),
     New(Box<DestinationInfo>, DestinationState),
+}
+
+/// A planned destination once the warm parts of the new ones are made.
+enum Warmed {
+    Kept(Arc<Destination>),
+    New(Box<WarmPart>),
 }
 
 /// What applying a source's set changed, by destination id.
@@ -559,13 +566,22 @@ fn merge(
     }
     let mut reactivations = Vec::new();
     let mut added = Vec::new();
-    let members: Vec<Arc<Destination>> = planned
+    // The new destinations' warm parts in one run, then their blocks in another (see
+    // `Destination`).
+    let warmed: Vec<Warmed> = planned
         .into_iter()
         .map(|planned| match planned {
-            Planned::Kept(kept) => kept,
-            Planned::New(info, state) => {
+            Planned::Kept(kept) => Warmed::Kept(kept),
+            Planned::New(info, state) => Warmed::New(WarmPart::new(info, state, sink.clone())),
+        })
+        .collect();
+    let members: Vec<Arc<Destination>> = warmed
+        .into_iter()
+        .map(|warmed| match warmed {
+            Warmed::Kept(kept) => kept,
+            Warmed::New(part) => {
                 let in_flight = pool.map_or_else(InFlight::own, CountPool::place);
-                let d = Arc::new(Destination::new(info, in_flight, state, sink.clone()));
+                let d = Arc::new(Destination::new(part, in_flight));
                 if let Some(due) = d.record().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }
