@@ -84,6 +84,17 @@
 //!   of them shows up as a difference between them; on a shared machine that moves single
 //!   figures by 10-50% from run to run. Interleaving cancels that out.
 //!
+//!   `HEALTHPICK_BENCH_SIZES=100,10000` and `HEALTHPICK_BENCH_ARMS=RoundRobin,pick_report_drop`
+//!   narrow the paired run to those sizes and arms (the baseline and the arms' floors always run).
+//!   Fewer arms also means warmer caches at 10,000 destinations: each arm starts its batch with
+//!   what the arms before it left in the caches.
+//!
+//!   Address layout matters (measured 2026-12-02): with address-space randomization on, about one
+//!   process in five runs every engine arm 15-25% slower at every size (3 destinations included,
+//!   where everything is in L1) while the floors stay put; six runs under `setarch -R` (no
+//!   randomization) all came out fast. Start the bench binary under `setarch -R` to compare two
+//!   builds, or run each several times.
+//!
 //! Run `cargo bench --bench pick` (a few minutes), `cargo bench --features metrics --bench pick --
 //! metrics/` for the metrics arms alone, `cargo bench --bench pick -- paired` for the
 //! paired ratios alone (the filter matches no criterion benchmark), or
