@@ -272,6 +272,8 @@ async fn blocking_queries_deliver_changes_as_they_happen() {
         before.elapsed() < Duration::from_secs(2),
         "delivered by the blocking query, not by waiting it out"
     );
+    // The source applies the change before it sends its next blocking query: wait for that one.
+    until("the next blocking query", || agent.seen().len() > queries).await;
     let seen = agent.seen();
     assert_eq!(
         seen.len(),
