@@ -73,6 +73,22 @@
 //!   budget and destination per call) brought that to 114 and 172 more misses, 4.1% fewer
 //!   instructions, and a paired throughput loss of -0.1% to 1.7% in five runs (README).
 //!
+//!   With the default timeouts on and the call path that retries statuses and hedges, measured
+//!   so (2026-12-02, per request on the caller's thread, `--cache-sim=yes --branch-sim=yes`):
+//!   reqwest 62,729-62,950 instructions, 1,427-1,499 L1i misses, 222 L1d read and 139-143 write
+//!   misses; `healthpick_1dest` 62,326 instructions, 1,974 L1i, 377 L1d read and 211 write
+//!   misses. The L1i excess (about 500) is spread over the whole path, one to four misses per
+//!   executed line in `request.rs`, `drive.rs`, `failover.rs` and `response.rs` plus inlined std
+//!   code and reqwest's URL handling; the rare branches are already out of line. Paired
+//!   throughput loss 3.8-5.3% in six runs of one build (load average 0.7-3.0), of which the
+//!   timers are about one point (`Timeouts::NONE` in the same run: 2.9% against 4.0%). Tried on
+//!   branch `client-perf` and not kept: smaller call futures (no `async fn` holding its argument
+//!   twice, no state machine of its own in `drive`, `race` and `Failover::start`, the rarely
+//!   kept status response boxed: the call's future from 1,392 to 904 bytes) gave fewer L1d
+//!   misses (341 / 198) and no change in L1i misses or in the paired loss (3.8-5.0%). Left to
+//!   try: each call finds its cluster twice by name (the pick, then the budget map: case
+//!   folding, an `ArcSwap` load and a hash lookup each, about 25 L1i misses).
+//!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
 //! short run that only shows it works, or `cargo bench --bench client -- --test` to run each
