@@ -26,7 +26,7 @@ impl PickHandle {
         destination.in_flight.cell().fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         {
-            let metrics = &destination.info().metrics;
+            let metrics = destination.metrics();
             metrics.picks.increment(1);
             metrics.in_flight.increment(1.0);
         }
@@ -72,7 +72,7 @@ impl Drop for PickHandle {
             .cell()
             .fetch_sub(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
-        self.destination.info().metrics.in_flight.decrement(1.0);
+        self.destination.metrics().in_flight.decrement(1.0);
     }
 }
 

@@ -43,7 +43,8 @@ pub(crate) trait OutcomeSink: Send + Sync {
 //   bytes with the reference counts, a 48-byte heap chunk, so 10,000 destinations' blocks take
 //   480 KiB;
 // - the warm part, what a reported outcome reads and writes: the sink, the health and the
-//   outcome window (88 bytes, a 96-byte chunk);
+//   outcome window (88 bytes, a 96-byte chunk; with feature `metrics` also the handles a pick
+//   updates, so that a pick reaches them as directly as an outcome reaches the window);
 // - the cold part, which no request reads: URLs, ids, attributes, policy data, bookkeeping.
 // The engine allocates a cluster's new cold parts, then its new warm parts, then its new blocks,
 // each in a run of its own, so that picks of a cluster without passive checks stay within the
@@ -53,23 +54,15 @@ pub struct Destination {
     part: Box<WarmPart>,
 }
 
-/// What a request outcome reads: where it goes, the health, the outcome window; and the way to
-/// the cold part.
+/// What a request outcome reads: where it goes, the health, the outcome window (with feature
+/// `metrics`, also the handles a pick updates); and the way to the cold part.
 pub(crate) struct WarmPart {
-    sink: Arc<dyn OutcomeSink>,
-    state: DestinationState,
-    info: Box<DestinationInfo>,
-}
-
-impl WarmPart {
-    /// The warm part of a new destination.
-    pub fn new(
-        info: Box<DestinationInfo>,
-        state: DestinationState,
-        sink: Arc<dyn OutcomeSink>,
-    ) -> Box<WarmPart> {
-        Box::new(WarmPart { sink, state, info })
-    }
+    pub sink: Arc<dyn OutcomeSink>,
+    pub state: DestinationState,
+    pub info: Box<DestinationInfo>,
+    /// Its pick counter and in-flight gauge, registered when it was created.
+    #[cfg(feature = "metrics")]
+    pub metrics: DestinationMetrics,
 }
 
 /// The cold part of a destination.
@@ -85,9 +78,6 @@ pub(crate) struct DestinationInfo {
     pub attributes: ArcSwap<DestinationAttributes>,
     /// Its policy data and bookkeeping.
     pub records: DestinationRecords,
-    /// Its pick counter and in-flight gauge, registered when it was created.
-    #[cfg(feature = "metrics")]
-    pub metrics: DestinationMetrics,
 }
 
 /// A destination's metric handles (feature `metrics`): what a pick and a handle's drop update,
@@ -108,6 +98,12 @@ impl Destination {
 
     pub(crate) fn info(&self) -> &DestinationInfo {
         &self.part.info
+    }
+
+    /// Its metric handles (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics(&self) -> &DestinationMetrics {
+        &self.part.metrics
     }
 
     pub(crate) fn state(&self) -> &DestinationState {
@@ -254,6 +250,8 @@ mod tests {
     #[test]
     fn the_block_is_40_bytes_and_the_warm_part_88() {
         assert_eq!(std::mem::size_of::<Destination>() + 16, 40);
-        assert_eq!(std::mem::size_of::<WarmPart>(), 88);
+        // With feature `metrics` the pick's two metric handles join it.
+        let handles = if cfg!(feature = "metrics") { 32 } else { 0 };
+        assert_eq!(std::mem::size_of::<WarmPart>(), 88 + handles);
     }
 }

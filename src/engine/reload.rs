@@ -41,6 +41,8 @@ use crate::destination::endpoint::Endpoint;
 use crate::destination::in_flight::{CountPool, InFlight};
 use crate::destination::locality::Locality;
 use crate::destination::state::{DestinationRecords, DestinationState};
+#[cfg(feature = "metrics")]
+use crate::destination::DestinationMetrics;
 use crate::destination::{Destination, DestinationInfo, OutcomeSink, WarmPart};
 use crate::error::DestinationsError;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
@@ -341,7 +343,12 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
 /// its blocks: see `Destination`).
 enum Planned {
     Kept(Arc<Destination>),
-    New(Box<DestinationInfo>, DestinationState),
+    New {
+        info: Box<DestinationInfo>,
+        state: DestinationState,
+        #[cfg(feature = "metrics")]
+        metrics: DestinationMetrics,
+    },
 }
 
 /// A planned destination once the warm parts of the new ones are made.
@@ -551,9 +558,9 @@ fn merge(
             None => {}
         }
         let id: Arc<str> = Arc::from(id);
+        #[cfg(feature = "metrics")]
+        let metrics = super::metrics::destination_metrics(cluster_id, &id);
         let info = Box::new(DestinationInfo {
-            #[cfg(feature = "metrics")]
-            metrics: super::metrics::destination_metrics(cluster_id, &id),
             id,
             cluster_id: cluster_id.clone(),
             source: source.clone(),
@@ -562,7 +569,12 @@ fn merge(
             attributes: ArcSwap::from_pointee(endpoint.attributes),
             records,
         });
-        planned.push(Planned::New(info, state));
+        planned.push(Planned::New {
+            info,
+            state,
+            #[cfg(feature = "metrics")]
+            metrics,
+        });
     }
     let mut reactivations = Vec::new();
     let mut added = Vec::new();
@@ -572,7 +584,18 @@ fn merge(
         .into_iter()
         .map(|planned| match planned {
             Planned::Kept(kept) => Warmed::Kept(kept),
-            Planned::New(info, state) => Warmed::New(WarmPart::new(info, state, sink.clone())),
+            Planned::New {
+                info,
+                state,
+                #[cfg(feature = "metrics")]
+                metrics,
+            } => Warmed::New(Box::new(WarmPart {
+                sink: sink.clone(),
+                state,
+                info,
+                #[cfg(feature = "metrics")]
+                metrics,
+            })),
         })
         .collect();
     let members: Vec<Arc<Destination>> = warmed
