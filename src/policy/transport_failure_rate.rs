@@ -197,16 +197,14 @@ mod tests {
                     break;
                 }
             }
-            let rate = if self.total == 0 || self.total < min_total {
-                0.0
-            } else {
-                self.failed as f64 / self.total as f64
-            };
-            WindowRate {
-                failed: self.failed,
-                total: self.total,
-                rate,
-            }
+            // The rate as the policy rates counts: what this reference checks is the counting.
+            rated(
+                WindowCounts {
+                    failed: self.failed,
+                    total: self.total,
+                },
+                min_total,
+            )
         }
     }
 
