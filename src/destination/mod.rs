@@ -14,6 +14,7 @@ pub(crate) mod in_flight;
 pub(crate) mod locality;
 pub(crate) mod outcome_window;
 pub(crate) mod state;
+pub(crate) mod success_credit;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,7 +26,9 @@ use crate::uri::request_url;
 
 use self::attributes::DestinationAttributes;
 use self::in_flight::InFlight;
+use self::outcome_window::OutcomeWindow;
 use self::state::{DestinationRecords, DestinationState, HealthRecord};
+use self::success_credit::SuccessCredit;
 use crate::health::outcome::RequestOutcome;
 use crate::health::state::HealthParts;
 
@@ -36,28 +39,34 @@ pub(crate) trait OutcomeSink: Send + Sync {
     fn request_completed(&self, destination: &Arc<Destination>, outcome: RequestOutcome);
 }
 
+/// Where a destination's outcomes go, behind one thin pointer (one per cluster and change of
+/// members, shared by the destinations it created), so that the block stays small.
+pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
+
 /// One destination of a cluster, as the engine routes to it.
 // Three parts, by how often a request touches them:
-// - this block, what every pick touches: the reference count and the in-flight count (or, for a
-//   policy that scans counts, its place in the cluster's pool of counts, see `in_flight.rs`); 40
-//   bytes with the reference counts, a 48-byte heap chunk, so 10,000 destinations' blocks take
-//   480 KiB;
-// - the warm part, what a reported outcome reads and writes: the sink, the health and the
-//   outcome window (88 bytes, a 96-byte chunk; with feature `metrics` also the handles a pick
+// - this block, what every pick and the usual outcome touch: the reference count, the in-flight
+//   count (or, for a policy that scans counts, its place in the cluster's pool of counts, see
+//   `in_flight.rs`), where outcomes go, and the successes it may count without a lock (see
+//   `success_credit.rs`); 56 bytes with the reference counts, a 64-byte heap chunk, so 10,000
+//   destinations' blocks take 640 KiB;
+// - the warm part, what an outcome that takes the lock reads and writes: the health and the
+//   outcome window (72 bytes, an 80-byte chunk; with feature `metrics` also the handles a pick
 //   updates, so that a pick reaches them as directly as an outcome reaches the window);
 // - the cold part, which no request reads: URLs, ids, attributes, policy data, bookkeeping.
 // The engine allocates a cluster's new cold parts, then its new warm parts, then its new blocks,
-// each in a run of its own, so that picks of a cluster without passive checks stay within the
-// blocks' run and a request with them within two runs.
+// each in a run of its own, so that picks stay within the blocks' run and a request whose
+// success needs no verdict as well.
 pub struct Destination {
     pub(crate) in_flight: InFlight,
+    sink: Arc<Sink>,
+    credit: SuccessCredit,
     part: Box<WarmPart>,
 }
 
-/// What a request outcome reads: where it goes, the health, the outcome window (with feature
+/// What an outcome that takes the lock reads: the health, the outcome window (with feature
 /// `metrics`, also the handles a pick updates); and the way to the cold part.
 pub(crate) struct WarmPart {
-    pub sink: Arc<dyn OutcomeSink>,
     pub state: DestinationState,
     pub info: Box<DestinationInfo>,
     /// Its pick counter and in-flight gauge, registered when it was created.
@@ -92,8 +101,45 @@ impl Destination {
     /// A new destination with no requests in flight. The engine builds a cluster's new
     /// destinations' cold parts first, their warm parts next and their blocks last, so that
     /// each kind sits together.
-    pub(crate) fn new(part: Box<WarmPart>, in_flight: InFlight) -> Self {
-        Destination { in_flight, part }
+    pub(crate) fn new(part: Box<WarmPart>, in_flight: InFlight, sink: Arc<Sink>) -> Self {
+        Destination {
+            in_flight,
+            sink,
+            credit: SuccessCredit::default(),
+            part,
+        }
+    }
+
+    /// The successes it may count without the window's lock.
+    #[inline]
+    pub(crate) fn credit(&self) -> &SuccessCredit {
+        &self.credit
+    }
+
+    /// Runs `f` on its outcome window under the window's lock, the successes counted without it
+    /// added first.
+    #[inline]
+    pub(crate) fn with_outcome_window<R>(&self, f: impl FnOnce(&mut OutcomeWindow) -> R) -> R {
+        self.part.state.with_outcome_window(|window| {
+            let taken = self.credit.drain();
+            if taken > 0 {
+                window.count_successes(taken);
+            }
+            f(window)
+        })
+    }
+
+    /// It left its cluster: no new picks, and its outcomes count for nothing.
+    pub(crate) fn mark_removed(&self) {
+        self.part.state.mark_removed();
+        self.credit.revoke();
+    }
+
+    /// Sets its passive health; a change withdraws what successes it may count without a
+    /// verdict.
+    pub(crate) fn set_passive(&self, health: crate::health::state::HealthState) {
+        self.part.state.set_passive(health);
+        self.credit.revoke();
     }
 
     pub(crate) fn info(&self) -> &DestinationInfo {
@@ -203,7 +249,7 @@ impl Destination {
 
     /// Hands one finished request's outcome to the cluster.
     pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome) {
-        self.part.sink.request_completed(self, outcome);
+        self.sink.0.request_completed(self, outcome);
     }
 }
 
@@ -244,14 +290,14 @@ impl fmt::Debug for Destination {
 mod tests {
     use super::*;
 
-    /// The block every pick touches stays within one 48-byte heap chunk: 40 bytes with `Arc`'s
+    /// The block every pick touches stays within one 64-byte heap chunk: 56 bytes with `Arc`'s
     /// two reference counts (glibc adds 8 bytes of its own and rounds to 16); the warm part
-    /// within a 96-byte one.
+    /// within an 80-byte one.
     #[test]
-    fn the_block_is_40_bytes_and_the_warm_part_88() {
-        assert_eq!(std::mem::size_of::<Destination>() + 16, 40);
+    fn the_block_is_56_bytes_and_the_warm_part_72() {
+        assert_eq!(std::mem::size_of::<Destination>() + 16, 56);
         // With feature `metrics` the pick's two metric handles join it.
         let handles = if cfg!(feature = "metrics") { 32 } else { 0 };
-        assert_eq!(std::mem::size_of::<WarmPart>(), 88 + handles);
+        assert_eq!(std::mem::size_of::<WarmPart>(), 72 + handles);
     }
 }

@@ -79,7 +79,7 @@ impl Default for OutcomeWindow {
 }
 
 /// Nanoseconds, saturating (584 years).
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
 }
 
@@ -112,6 +112,44 @@ impl OutcomeWindow {
             failed: self.failed,
             total: self.total,
         }
+    }
+
+    /// Until when (exclusive) an outcome would be counted in the open bucket with no bucket
+    /// closing and none expiring, given the detection `window`; `None` before the first outcome.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use healthpick::policy::OutcomeWindow;
+    ///
+    /// let mut window = OutcomeWindow::default();
+    /// let ten_s = Duration::from_secs(10);
+    /// assert_eq!(window.quiet_until(ten_s), None);
+    /// window.record(Duration::from_millis(200), ten_s, false);
+    /// // The open bucket closes 1 s after its first outcome.
+    /// assert_eq!(window.quiet_until(ten_s), Some(Duration::from_millis(1_200)));
+    /// ```
+    pub fn quiet_until(&self, window: Duration) -> Option<Duration> {
+        self.quiet_until_nanos(window).map(Duration::from_nanos)
+    }
+
+    /// [`quiet_until`](Self::quiet_until) in nanoseconds.
+    fn quiet_until_nanos(&self, window: Duration) -> Option<u64> {
+        if self.open_closes_at == NEVER {
+            return None;
+        }
+        // A closed bucket expires once now - stamp > window: now <= stamp + window keeps it.
+        let expiry = match self.oldest_closed {
+            NEVER => NEVER,
+            oldest => oldest.saturating_add(nanos(window)).saturating_add(1),
+        };
+        Some(self.open_closes_at.min(expiry))
+    }
+
+    /// Counts `n` non-failed outcomes that arrived before [`quiet_until`](Self::quiet_until):
+    /// what `n` calls of [`record`](Self::record) would have done.
+    pub(crate) fn count_successes(&mut self, n: u32) {
+        self.open_total = self.open_total.saturating_add(n);
+        self.total += u64::from(n);
     }
 
     /// Forgets every outcome.

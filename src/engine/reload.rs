@@ -43,7 +43,7 @@ use crate::destination::locality::Locality;
 use crate::destination::state::{DestinationRecords, DestinationState};
 #[cfg(feature = "metrics")]
 use crate::destination::DestinationMetrics;
-use crate::destination::{Destination, DestinationInfo, OutcomeSink, WarmPart};
+use crate::destination::{Destination, DestinationInfo, Sink, WarmPart};
 use crate::error::DestinationsError;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::reason::Reason;
@@ -390,7 +390,8 @@ impl ClusterRuntime {
         mut endpoints: Vec<Endpoint>,
         now: Duration,
     ) -> Applied {
-        let settings = settings.unwrap_or_else(|| self.cell.load().settings.clone());
+        let published = self.cell.load().settings.clone();
+        let settings = settings.unwrap_or_else(|| published.clone());
         let position = book.source_position(source);
         // Ids are unique within a cluster: a key that another source already uses as an id is
         // qualified with this source's name.
@@ -411,7 +412,7 @@ impl ClusterRuntime {
         let Some(me) = self.me.upgrade() else {
             return Applied::default(); // being dropped
         };
-        let sink: Arc<dyn OutcomeSink> = me;
+        let sink = Arc::new(Sink(me));
         // A policy that reads every count gets them side by side (see `in_flight.rs`).
         let pool = settings
             .policies
@@ -451,10 +452,17 @@ impl ClusterRuntime {
         }
         let members = book.members();
         let warm_up = self.warm_up_after_change(book, &settings, &members, After::Change);
+        // Successes granted under other settings (another rate limit or window) need a verdict.
+        let regrant = !Arc::ptr_eq(&published, &settings);
         let snapshot = ClusterSnapshot::build(settings, members, self.counter.clone(), warm_up);
         self.publish(Some(hub), book, snapshot, now);
+        if regrant {
+            for d in book.sources.iter().flat_map(|s| &s.members) {
+                d.credit().revoke();
+            }
+        }
         for d in &merged.removed {
-            d.state().mark_removed();
+            d.mark_removed();
         }
         for (d, due) in merged.reactivations {
             let cluster: Weak<dyn TimerTarget> = self.me.clone();
@@ -514,7 +522,7 @@ fn merge(
     previous: Vec<Arc<Destination>>,
     endpoints: Vec<Endpoint>,
     taken: &HashSet<String>,
-    sink: &Arc<dyn OutcomeSink>,
+    sink: &Arc<Sink>,
     pool: Option<&CountPool>,
     now: Duration,
 ) -> Merged {
@@ -549,6 +557,9 @@ fn merge(
                 }
                 // The same instance under a respelt id (ids are case-insensitive): a new object,
                 // since ids do not change, that takes over its health and policy data.
+                // Successes it counted without the window's lock go over with the window.
+                kept.credit().revoke();
+                kept.with_outcome_window(|_| ());
                 state = DestinationState::taking_over(kept.state());
                 records = DestinationRecords::taking_over(&info.records);
                 removed.push(kept);
@@ -590,7 +601,6 @@ fn merge(
                 #[cfg(feature = "metrics")]
                 metrics,
             } => Warmed::New(Box::new(WarmPart {
-                sink: sink.clone(),
                 state,
                 info,
                 #[cfg(feature = "metrics")]
@@ -604,7 +614,7 @@ fn merge(
             Warmed::Kept(kept) => kept,
             Warmed::New(part) => {
                 let in_flight = pool.map_or_else(InFlight::own, CountPool::place);
-                let d = Arc::new(Destination::new(part, in_flight));
+                let d = Arc::new(Destination::new(part, in_flight, sink.clone()));
                 if let Some(due) = d.record().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }

@@ -235,7 +235,7 @@ impl ClusterRuntime {
         let mut book = self.book.lock();
         for source in book.sources.drain(..) {
             for d in source.members {
-                d.state().mark_removed();
+                d.mark_removed();
             }
         }
         let settings = self.cell.load().settings.clone();

@@ -52,7 +52,7 @@ impl ClusterRuntime {
         let gone = book.sources.remove(position);
         self.republish(hub, &mut book, now);
         for d in gone.members {
-            d.state().mark_removed();
+            d.mark_removed();
         }
     }
 

@@ -14,6 +14,7 @@ use super::table::with_current;
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
+use crate::destination::outcome_window::nanos;
 use crate::destination::Destination;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
@@ -23,7 +24,9 @@ use crate::health::state::{HealthPart, HealthState};
 use crate::ids::fold_case;
 use crate::observer::{Evaluated, Evaluation};
 use crate::policy::active::ActiveHealthPolicy;
-use crate::policy::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+use crate::policy::passive::{
+    PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, QuietSuccesses,
+};
 use crate::policy::registry::Named;
 
 /// What the first-probe bookkeeping runs after.
@@ -53,8 +56,30 @@ pub(crate) enum ProbeBatch<'a> {
 
 impl ClusterRuntime {
     /// Hot path: one request outcome. Costs the passive policy's evaluation and one clock read;
-    /// takes the book lock only when the verdict changes the destination's passive health.
+    /// takes the book lock only when the verdict changes the destination's passive health. A
+    /// `Success` the destination was granted (see `destination/success_credit.rs`) costs the
+    /// clock read and one compare-and-swap in the destination's block, and nothing else.
     pub(crate) fn outcome(&self, destination: &Arc<Destination>, outcome: RequestOutcome) {
+        let mut read_at = None;
+        if outcome == RequestOutcome::Success && destination.credit().is_granted() {
+            let now = self.clock.now();
+            if destination.credit().take(nanos(now)) {
+                #[cfg(feature = "metrics")]
+                self.metrics.outcome(outcome);
+                return;
+            }
+            read_at = Some(now);
+        }
+        self.judged_outcome(destination, outcome, read_at);
+    }
+
+    /// An outcome the passive policy judges (`now`: the clock, if read already).
+    fn judged_outcome(
+        &self,
+        destination: &Arc<Destination>,
+        outcome: RequestOutcome,
+        now: Option<Duration>,
+    ) {
         if destination.is_removed() {
             return;
         }
@@ -65,31 +90,72 @@ impl ClusterRuntime {
             let settings = &snapshot.settings;
             // One clock read serves the observer and the policy.
             let observed_at = self.observer.as_ref().map(|observer| {
-                let at = self.clock.now();
+                let at = now.unwrap_or_else(|| self.clock.now());
                 observer.request_completed(at, &settings.id, destination.id(), outcome);
                 at
             });
             let Some(passive) = settings.policies.passive.as_deref() else {
                 return;
             };
-            let now = observed_at.unwrap_or_else(|| self.clock.now());
+            let now = observed_at.or(now).unwrap_or_else(|| self.clock.now());
             let ctx = settings.passive_context(
                 destination,
                 &self.policy_state,
                 snapshot.members.len(),
                 now,
             );
-            let verdict = match passive {
-                // The usual case: one policy, nobody watching its evaluations.
-                [only] if self.observer.is_none() => only.policy.request_completed(&ctx, outcome),
-                _ => self.combined_verdict(settings, passive, &ctx, destination, outcome, now),
+            let (verdict, only) = match passive {
+                // The usual case: one policy, nobody watching its evaluations; only then may
+                // successes skip the evaluation.
+                [only] if self.observer.is_none() => (
+                    only.policy.request_completed(&ctx, outcome),
+                    Some(&*only.policy),
+                ),
+                _ => (
+                    self.combined_verdict(settings, passive, &ctx, destination, outcome, now),
+                    None,
+                ),
             };
             if let Some(verdict) = verdict {
                 if verdict.health != destination.state().passive() {
                     self.set_passive(destination, verdict, now);
                 }
             }
+            if let Some(policy) = only {
+                self.grant_successes(destination, policy, &ctx, settings);
+            }
         });
+    }
+
+    /// Grants `destination`, if it is Healthy, the successes its only passive policy says keep
+    /// that verdict ([`PassiveHealthPolicy::quiet_successes`]); withdrawn again at once if its
+    /// health, its settings or its membership changed meanwhile (each such change withdraws
+    /// grants after it is made, so one side sees the other).
+    fn grant_successes(
+        &self,
+        destination: &Destination,
+        policy: &dyn PassiveHealthPolicy,
+        ctx: &PassivePolicyContext<'_>,
+        settings: &Arc<ClusterSettings>,
+    ) {
+        if destination.state().passive() != HealthState::Healthy {
+            return;
+        }
+        let granted =
+            destination.with_outcome_window(|window| match policy.quiet_successes(ctx, window) {
+                Some(QuietSuccesses { count, until }) if count > 0 => {
+                    destination.credit().grant(count, nanos(until));
+                    true
+                }
+                _ => false,
+            });
+        if granted
+            && (destination.state().passive() != HealthState::Healthy
+                || destination.is_removed()
+                || !Arc::ptr_eq(&self.cell.load().settings, settings))
+        {
+            destination.credit().revoke();
+        }
     }
 
     /// Every listed passive policy judges the outcome (and the observer sees each verdict); one
@@ -135,7 +201,7 @@ impl ClusterRuntime {
         if from == verdict.health || destination.is_removed() {
             return; // another thread applied the same verdict first, or it just left
         }
-        state.set_passive(verdict.health);
+        destination.set_passive(verdict.health);
         let snapshot = self.cell.load_full();
         changed(
             hub.as_deref(),
@@ -425,7 +491,7 @@ impl ClusterRuntime {
         if state.passive() != HealthState::Unhealthy || destination.is_removed() {
             return;
         }
-        state.set_passive(HealthState::Unknown);
+        destination.set_passive(HealthState::Unknown);
         let snapshot = self.cell.load_full();
         changed(
             hub.as_deref(),
@@ -537,5 +603,121 @@ fn combine(earlier: PassiveVerdict, later: PassiveVerdict) -> PassiveVerdict {
         (HealthState::Healthy, _) => earlier,
         (_, HealthState::Healthy) => later,
         _ => earlier,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::clock::ManualClock;
+    use crate::config::{ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig};
+    use crate::destination::Destination;
+    use crate::engine::Engine;
+    use crate::health::outcome::RequestOutcome;
+
+    fn engine(clock: &Arc<ManualClock>, limit: &str) -> Engine {
+        let engine = Engine::builder().clock(clock.clone()).build();
+        engine.apply_config(config(limit)).unwrap();
+        engine
+    }
+
+    fn config(limit: &str) -> Config {
+        Config::new().cluster(
+            ClusterConfig::new("c")
+                .passive(PassiveHealthCheckConfig::enabled())
+                .metadata("TransportFailureRateHealthPolicy.RateLimit", limit)
+                .destination(DestinationConfig::new("d", "http://127.0.0.1:1/")),
+        )
+    }
+
+    fn destination(engine: &Engine) -> Arc<Destination> {
+        engine.pick_endpoint("c").unwrap().destination_arc()
+    }
+
+    fn report(engine: &Engine, outcome: RequestOutcome) {
+        engine.pick_endpoint("c").unwrap().report(outcome);
+    }
+
+    fn window_total(d: &Destination) -> u64 {
+        d.with_outcome_window(|w| w.counts().total)
+    }
+
+    /// The first success is judged (Unknown becomes Healthy) and grants the ones after it,
+    /// which are counted without the lock and show in the window once anyone reads it.
+    #[test]
+    fn a_healthy_destination_counts_its_successes_without_the_lock() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = engine(&clock, "0.3");
+        let d = destination(&engine);
+        assert!(!d.credit().is_granted(), "nothing before the first verdict");
+        report(&engine, RequestOutcome::Success);
+        assert!(d.credit().is_granted());
+        for _ in 0..99 {
+            report(&engine, RequestOutcome::Success);
+        }
+        // 99 taken without the lock: the window shows them once drained.
+        assert_eq!(window_total(&d), 100);
+        assert_eq!(d.credit().drain(), 0, "reading the window drained them");
+    }
+
+    /// The open bucket's end sends the next success to the lock; it closes the bucket and is
+    /// granted anew.
+    #[test]
+    fn a_bucket_boundary_sends_the_success_to_the_lock() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = engine(&clock, "0.3");
+        let d = destination(&engine);
+        report(&engine, RequestOutcome::Success);
+        report(&engine, RequestOutcome::Success);
+        assert!(d.credit().take(0), "granted within the first second");
+        assert!(
+            !d.credit().take(1_000_000_000),
+            "not from the bucket's end on"
+        );
+        clock.advance(Duration::from_secs(1));
+        report(&engine, RequestOutcome::Success);
+        assert!(d.credit().is_granted(), "granted again for the new bucket");
+        // Reading the window ends the grant (what was taken joins the window).
+        assert_eq!(d.with_outcome_window(|w| w.closed_buckets()), 1);
+        assert!(!d.credit().is_granted());
+        assert_eq!(window_total(&d), 4);
+    }
+
+    /// A change of health, of settings or of membership withdraws the grant.
+    #[test]
+    fn changes_withdraw_the_grant() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = engine(&clock, "0.3");
+        let d = destination(&engine);
+        for _ in 0..20 {
+            report(&engine, RequestOutcome::Success);
+        }
+        assert!(d.credit().is_granted());
+        // Other settings: granted again only after a verdict under them.
+        engine.apply_config(config("0.5")).unwrap();
+        assert!(!d.credit().is_granted());
+        report(&engine, RequestOutcome::Success);
+        assert!(d.credit().is_granted());
+        // Failures until Unhealthy: nothing is granted while it is.
+        while d.health().passive == crate::HealthState::Healthy {
+            report(&engine, RequestOutcome::TransportFailure);
+        }
+        assert!(!d.credit().is_granted());
+        // 20 of 40 failed; the next success rates 20/41 < 0.5: Healthy again, and granted.
+        report(&engine, RequestOutcome::Success);
+        assert_eq!(d.health().passive, crate::HealthState::Healthy);
+        assert!(d.credit().is_granted());
+        // Leaving the cluster withdraws it too.
+        let engine = self::engine(&clock, "0.3");
+        let d = destination(&engine);
+        report(&engine, RequestOutcome::Success);
+        assert!(d.credit().is_granted());
+        engine
+            .apply_config(Config::new().cluster(ClusterConfig::new("c")))
+            .unwrap();
+        assert!(d.is_removed());
+        assert!(!d.credit().is_granted());
     }
 }

@@ -30,6 +30,6 @@ pub use available::{Availability, AvailableDestinationsPolicy, AvailablePolicyCo
 pub use consecutive_failures::ConsecutiveFailures;
 pub use healthy_or_panic::{HealthyAndUnknown, HealthyOrPanic};
 pub use outlier_detection::OutlierDetection;
-pub use passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+pub use passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, QuietSuccesses};
 pub use registry::PolicyRegistry;
 pub use transport_failure_rate::TransportFailureRate;

@@ -23,6 +23,16 @@ pub struct PassiveVerdict {
     pub reactivation_after: Duration,
 }
 
+/// `Success` outcomes a passive policy need not judge one by one: see
+/// [`PassiveHealthPolicy::quiet_successes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuietSuccesses {
+    /// How many successes in a row.
+    pub count: u16,
+    /// Until when, on the engine's clock (exclusive).
+    pub until: Duration,
+}
+
 /// What a passive policy may look at besides the outcome: the cluster's settings, the
 /// destination, the time, and the destination's state slot for the policy's own data.
 pub struct PassivePolicyContext<'a> {
@@ -120,7 +130,7 @@ impl PassivePolicyContext<'_> {
     /// `f` short.
     #[inline]
     pub fn with_outcome_window<R>(&self, f: impl FnOnce(&mut OutcomeWindow) -> R) -> R {
-        self.destination.state().with_outcome_window(f)
+        self.destination.with_outcome_window(f)
     }
 
     /// How many destinations the cluster has now (for a policy that limits how many of them it
@@ -184,5 +194,26 @@ pub trait PassiveHealthPolicy: Send + Sync + 'static {
     /// with the failures of its outage. Default: nothing.
     fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
         let _ = ctx;
+    }
+
+    /// How many `Success` outcomes in a row the engine may count without calling
+    /// [`request_completed`](Self::request_completed), from the destination's outcome `window` as
+    /// it is now, and until when: only as many as would each, judged in turn, have been
+    /// recorded in `window` as one non-failed outcome and nothing else, and given the verdict
+    /// Healthy. The engine asks after a Healthy verdict of a cluster whose only passive policy
+    /// this is (and no [`Observer`](crate::Observer) watching evaluations), holding the
+    /// window's lock; it then counts those successes in the window itself (in the open bucket,
+    /// where [`OutcomeWindow::record`] would have put them) with one atomic operation each, and
+    /// judges every other outcome as usual. It withdraws what is left when the destination's
+    /// passive health, its cluster's settings or its membership change. TransportFailureRate
+    /// answers this, which makes a healthy destination's successes cost about what the clock read
+    /// costs. Default: `None` (every outcome is judged).
+    fn quiet_successes(
+        &self,
+        ctx: &PassivePolicyContext<'_>,
+        window: &OutcomeWindow,
+    ) -> Option<QuietSuccesses> {
+        let _ = (ctx, window);
+        None
     }
 }

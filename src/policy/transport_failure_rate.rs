@@ -11,7 +11,9 @@
 //! HTTP error statuses are not failures here; they count in the total. The buckets are the
 //! destination's [`OutcomeWindow`], which every destination carries beside its health.
 
-use super::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict};
+use std::time::Duration;
+
+use super::passive::{PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, QuietSuccesses};
 use crate::destination::outcome_window::{OutcomeWindow, WindowCounts};
 use crate::health::outcome::RequestOutcome;
 use crate::health::reason::Reason;
@@ -63,6 +65,67 @@ impl PassiveHealthPolicy for TransportFailureRate {
     /// the history).
     fn destination_recovered(&self, ctx: &PassivePolicyContext<'_>) {
         ctx.with_outcome_window(OutcomeWindow::clear);
+    }
+
+    /// Each success is one non-failed outcome in the window, and the verdict only ever depends
+    /// on the window's counts: see [`QuietRule::grant`].
+    fn quiet_successes(
+        &self,
+        ctx: &PassivePolicyContext<'_>,
+        window: &OutcomeWindow,
+    ) -> Option<QuietSuccesses> {
+        let options = ctx.options();
+        QuietRule {
+            window: options.detection_window_size,
+            min_total: options.minimal_total_count_threshold,
+            limit: ctx.failure_rate_limit(),
+        }
+        .grant(window)
+    }
+}
+
+/// Which `Success` outcomes keep a Healthy verdict without being judged one by one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct QuietRule {
+    /// The detection window.
+    pub window: Duration,
+    /// `MinimalTotalCountThreshold`.
+    pub min_total: u64,
+    /// The rate limit.
+    pub limit: f64,
+}
+
+impl QuietRule {
+    /// How many successes in a row, from the window as it is, would each leave the verdict
+    /// Healthy (at most `u16::MAX`), and until when they would all be counted in the open
+    /// bucket; `None` when not one would.
+    ///
+    /// The rate after `j` more successes is 0 while the total stays below the minimum, then
+    /// failed / total, which never grows with `j`: so if the first success that reaches the
+    /// minimum rates below the limit, every later one does too, and otherwise the successes
+    /// before it are the ones that keep Healthy. Each is decided by the policy's own `rated`.
+    fn grant(&self, window: &OutcomeWindow) -> Option<QuietSuccesses> {
+        let until = window.quiet_until(self.window)?;
+        let counts = window.counts();
+        let healthy_after = |j: u64| {
+            let after = WindowCounts {
+                failed: counts.failed,
+                total: counts.total + j,
+            };
+            rated(after, self.min_total).rate < self.limit
+        };
+        let first_rated = self.min_total.saturating_sub(counts.total).max(1);
+        let count = if healthy_after(first_rated) {
+            u64::from(u16::MAX)
+        } else if first_rated > 1 && healthy_after(1) {
+            (first_rated - 1).min(u64::from(u16::MAX))
+        } else {
+            0
+        };
+        (count > 0).then_some(QuietSuccesses {
+            count: count as u16,
+            until,
+        })
     }
 }
 
@@ -234,6 +297,88 @@ mod tests {
                 let want = reference.add(now, window, min_total, failed);
                 proptest::prop_assert_eq!(got, want);
                 proptest::prop_assert_eq!(compact.0.closed_buckets(), reference.closed.len());
+            }
+        }
+    }
+
+    #[test]
+    fn quiet_successes_stop_where_the_minimum_would_rate_the_failures() {
+        let rule = QuietRule {
+            window: s(10.0),
+            min_total: 10,
+            limit: 0.3,
+        };
+        let mut w = OutcomeWindow::default();
+        assert_eq!(rule.grant(&w), None, "no outcome yet: no open bucket");
+        for i in 0..6 {
+            w.record(s(0.1 * f64::from(i)), rule.window, i < 5);
+        }
+        // 5 failed of 6: successes 7..9 rate 0 (below the minimum); the 4th makes 5/10 >= 0.3.
+        let grant = rule.grant(&w).unwrap();
+        assert_eq!(grant.count, 3);
+        assert_eq!(grant.until, s(1.0), "the open bucket closes at 1 s");
+        // Past the minimum at a low rate: every later success stays below the limit.
+        for i in 0..20 {
+            w.record(s(0.6 + 0.01 * f64::from(i)), rule.window, false);
+        }
+        assert_eq!(rule.grant(&w).unwrap().count, u16::MAX);
+        // A limit of 0 rates everything Unhealthy: nothing to grant.
+        let strict = QuietRule { limit: 0.0, ..rule };
+        assert_eq!(strict.grant(&w), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever the history: each granted success, recorded one by one at the last moment
+        /// of the grant, rates below the limit and lands in the open bucket; the success after
+        /// the grant (when the grant is not the maximum) would rate at or above it; and at the
+        /// grant's end a bucket closes or expires. With no grant, the next success would not
+        /// rate below the limit.
+        #[test]
+        fn granted_successes_are_exactly_those_that_keep_the_verdict(
+            steps in proptest::collection::vec((0u64..1_500, proptest::bool::weighted(0.3)), 0..60),
+            min_total in 0u64..15,
+            limit_percent in 0u32..=100,
+            window_s in 1u64..5,
+        ) {
+            let rule = QuietRule {
+                window: Duration::from_secs(window_s),
+                min_total,
+                limit: f64::from(limit_percent) / 100.0,
+            };
+            let mut w = OutcomeWindow::default();
+            let mut now_ms = 0;
+            for (dt, failed) in steps {
+                now_ms += dt;
+                w.record(Duration::from_millis(now_ms), rule.window, failed);
+            }
+            let rates_healthy = |c: WindowCounts| rated(c, min_total).rate < rule.limit;
+            match rule.grant(&w) {
+                Some(QuietSuccesses { count, until }) => {
+                    proptest::prop_assert!(count > 0);
+                    let last = until - Duration::from_nanos(1);
+                    let mut probe = w.clone();
+                    let buckets = w.closed_buckets();
+                    for j in 1..=u64::from(count.min(200)) {
+                        let c = probe.record(last, rule.window, false);
+                        proptest::prop_assert_eq!(c.total, w.counts().total + j);
+                        proptest::prop_assert_eq!(probe.closed_buckets(), buckets);
+                        proptest::prop_assert!(rates_healthy(c));
+                    }
+                    if count < 200 {
+                        let c = probe.record(last, rule.window, false);
+                        proptest::prop_assert!(!rates_healthy(c), "the grant is as long as it can be");
+                    }
+                    let mut edge = w.clone();
+                    let c = edge.record(until, rule.window, false);
+                    let plain = WindowCounts { failed: w.counts().failed, total: w.counts().total + 1 };
+                    proptest::prop_assert!(edge.closed_buckets() != buckets || c != plain);
+                }
+                None => {
+                    if let Some(until) = w.quiet_until(rule.window) {
+                        let c = w.clone().record(until - Duration::from_nanos(1), rule.window, false);
+                        proptest::prop_assert!(!rates_healthy(c));
+                    }
+                }
             }
         }
     }
