@@ -6,8 +6,9 @@
 //! - each outcome is counted first, then closed buckets stamped **more than** the window before
 //!   now are dropped (the open bucket never is); nothing decays between outcomes.
 //!
-//! Every destination carries one in its hot block, beside its health and in-flight count, so
-//! that recording an outcome touches no memory of its own: while no bucket closes or expires an
+//! Every destination carries one in its warm part, beside its health (a success that cannot
+//! change the verdict is counted in the block the pick touched and joins the window later, see
+//! `success_credit.rs`), so that recording an outcome touches no memory of its own: while no bucket closes or expires an
 //! outcome reads and writes only the window's 48 bytes (the open bucket, the window's sums, the
 //! oldest closed bucket's stamp); the closed buckets, a ring one box away that grows to the
 //! window's length once and then allocates no more, are touched about once a second.

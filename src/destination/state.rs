@@ -12,11 +12,11 @@ use parking_lot::Mutex;
 use super::outcome_window::OutcomeWindow;
 use crate::health::state::{DiscoveryHealth, HealthParts, HealthState, ReportedHealth};
 
-/// A destination's health and what every request outcome reads and writes: kept in the
-/// destination's hot block (see `Destination`), beside its in-flight count, so that an outcome
-/// never visits the cold part.
+/// A destination's health and what an outcome judged under the window's lock reads and writes:
+/// kept in the destination's warm part (see `Destination`), so that an outcome never visits
+/// the cold part.
 // `repr(C)`: the flags an outcome reads first (`removed`, `passive`) sit right before the
-// window's lock, in the same cache line as the sink before them.
+// window's lock, in the same cache line.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct DestinationState {

@@ -201,7 +201,7 @@ pub trait PassiveHealthPolicy: Send + Sync + 'static {
     /// it is now, and until when: only as many as would each, judged in turn, have been
     /// recorded in `window` as one non-failed outcome and nothing else, and given the verdict
     /// Healthy. The engine asks after a Healthy verdict of a cluster whose only passive policy
-    /// this is (and no [`Observer`](crate::Observer) watching evaluations), holding the
+    /// this is (and no [`Observer`](crate::observer::Observer) watching evaluations), holding the
     /// window's lock; it then counts those successes in the window itself (in the open bucket,
     /// where [`OutcomeWindow::record`] would have put them) with one atomic operation each, and
     /// judges every other outcome as usual. It withdraws what is left when the destination's

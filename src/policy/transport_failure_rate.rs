@@ -68,7 +68,8 @@ impl PassiveHealthPolicy for TransportFailureRate {
     }
 
     /// Each success is one non-failed outcome in the window, and the verdict only ever depends
-    /// on the window's counts: see [`QuietRule::grant`].
+    /// on the window's counts: each success below the minimum rates 0, and past it the rate never
+    /// grows, so the first success that reaches the minimum decides for all later ones.
     fn quiet_successes(
         &self,
         ctx: &PassivePolicyContext<'_>,
