@@ -67,7 +67,12 @@ impl Budget {
     }
 
     fn generation(&self) -> u32 {
-        (self.origin.elapsed().as_millis() as u64 / self.slot_millis) as u32
+        self.generation_at(Instant::now())
+    }
+
+    /// The slot number of `now` since `origin` (0 for instants before it).
+    fn generation_at(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.origin).as_millis() as u64 / self.slot_millis) as u32
     }
 
     /// Adds `amount` (thousandths of a token; negative takes) to the current slot.
@@ -106,10 +111,12 @@ impl Budget {
         self.balance_at(self.generation())
     }
 
-    /// Adds `amount` thousandths of a token (what one request buys).
-    pub fn deposit(&self, amount: i64) {
+    /// Adds `amount` thousandths of a token (what one request made at `now` buys; the caller
+    /// has read the clock already).
+    #[inline]
+    pub fn deposit_at(&self, now: Instant, amount: i64) {
         if amount > 0 {
-            self.add(self.generation(), amount);
+            self.add(self.generation_at(now), amount);
         }
     }
 
@@ -149,6 +156,8 @@ pub(crate) fn share_amount(share: f32) -> i64 {
 mod tests {
     use std::time::Duration;
 
+    use tokio::time::Instant;
+
     use super::{share_amount, Budget, TOKEN};
 
     /// Deposits buy tokens at their share, the reserve allows `min_per_second` per second of the
@@ -161,14 +170,14 @@ mod tests {
         }
         assert!(!budget.withdraw());
         for _ in 0..4 {
-            budget.deposit(share_amount(0.2));
+            budget.deposit_at(Instant::now(), share_amount(0.2));
         }
         assert!(!budget.withdraw(), "four requests at 20% buy 0.8 tokens");
-        budget.deposit(share_amount(0.2));
+        budget.deposit_at(Instant::now(), share_amount(0.2));
         assert!(budget.withdraw(), "five buy one");
         assert!(!budget.withdraw());
         for _ in 0..10 {
-            budget.deposit(share_amount(0.2));
+            budget.deposit_at(Instant::now(), share_amount(0.2));
         }
         assert!(budget.withdraw());
         assert!(budget.withdraw());
@@ -188,7 +197,7 @@ mod tests {
         assert_eq!(budget.balance(), 10 * TOKEN, "the window passed");
         // Deposits leave too.
         let budget = Budget::new(Duration::from_secs(1), 0);
-        budget.deposit(5 * TOKEN);
+        budget.deposit_at(Instant::now(), 5 * TOKEN);
         assert_eq!(budget.balance(), 5 * TOKEN);
         tokio::time::advance(Duration::from_millis(1_100)).await;
         assert_eq!(budget.balance(), 0);
@@ -221,7 +230,7 @@ mod tests {
             "a reserve that large saturates, it does not overflow"
         );
         for _ in 0..10 {
-            huge.deposit(i64::MAX / 4);
+            huge.deposit_at(Instant::now(), i64::MAX / 4);
         }
         assert!(huge.withdraw());
     }
@@ -234,7 +243,7 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..10_000 {
-                        budget.deposit(1);
+                        budget.deposit_at(Instant::now(), 1);
                     }
                 });
             }

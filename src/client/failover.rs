@@ -128,9 +128,11 @@ impl<'a> Failover<'a> {
             .unwrap_or(calls.hedging)
             .filter(|_| options.retryable);
         // After the first pick succeeded, so unknown cluster names leave no budget behind.
-        calls
-            .budgets
-            .deposit(cluster, hedging.map_or(0, |h| share_amount(h.share())));
+        calls.budgets.deposit(
+            cluster,
+            begun,
+            hedging.map_or(0, |h| share_amount(h.share())),
+        );
         #[cfg(feature = "metrics")]
         let mut meter = AttemptMeter::default();
         #[cfg(feature = "metrics")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use reqwest::Method;
+use tokio::time::Instant;
 
 use super::budget::{share_amount, Budget};
 use super::error::ClientError;
@@ -296,15 +297,23 @@ impl std::fmt::Debug for ClusterBudget {
     }
 }
 
+/// Clusters whose budgets are found by a scan of slots (the first ones called); a client
+/// calling more clusters keeps the others in a copy-on-write map.
+const BUDGET_SLOTS: usize = 8;
+
 /// Per-cluster budgets, shared by the client and the middleware.
 #[derive(Debug)]
 pub(crate) struct Budgets {
     pub policy: RetryPolicy,
     /// What one request deposits in its cluster's retry budget.
     deposit: i64,
-    /// Folded cluster id -> budget. Read on every call without a lock; a cluster's first call
-    /// adds its entry (copy-on-write, once per cluster).
-    budgets: ArcSwap<HashMap<String, Arc<ClusterBudget>, foldhash::fast::RandomState>>,
+    /// The first clusters called, by folded id, filled in order and never emptied: a call finds
+    /// its budget with one acquire load and one comparison per slot, with no reference count, no
+    /// hash and no case folding when the id is spelt as its folded form.
+    slots: [OnceLock<(Box<str>, Arc<ClusterBudget>)>; BUDGET_SLOTS],
+    /// Folded cluster id -> budget, for the clusters called once every slot was taken; a
+    /// cluster's first call adds its entry (copy-on-write, once per cluster).
+    more: ArcSwap<HashMap<String, Arc<ClusterBudget>, foldhash::fast::RandomState>>,
 }
 
 impl Budgets {
@@ -312,29 +321,44 @@ impl Budgets {
         Budgets {
             deposit: share_amount(policy.retry_ratio),
             policy,
-            budgets: ArcSwap::from_pointee(HashMap::default()),
+            slots: Default::default(),
+            more: ArcSwap::from_pointee(HashMap::default()),
         }
     }
 
-    /// Counts one request of `cluster` in its budget (every call makes one deposit), and
-    /// `hedge_share` of a hedge in its hedge cap (0 for a call that does not hedge).
+    /// Counts one request of `cluster` made at `now` in its budget (every call makes one
+    /// deposit), and `hedge_share` of a hedge in its hedge cap (0 for a call that does not
+    /// hedge).
     #[inline]
-    pub fn deposit(&self, cluster: &str, hedge_share: i64) {
-        // Usual case: a cluster already seen, found without a lock, an allocation or a reference
-        // count.
-        let found = with_folded(cluster, |folded| match self.budgets.load().get(folded) {
+    pub fn deposit(&self, cluster: &str, now: Instant, hedge_share: i64) {
+        // Usual case: a cluster already seen, spelt as its folded id.
+        match self.slotted(|key| key == cluster) {
             Some(budget) => {
-                budget.retries.deposit(self.deposit);
-                budget.hedges.deposit(hedge_share);
-                true
+                budget.retries.deposit_at(now, self.deposit);
+                budget.hedges.deposit_at(now, hedge_share);
             }
-            None => false,
-        });
-        if !found {
-            let budget = self.budget(cluster);
-            budget.retries.deposit(self.deposit);
-            budget.hedges.deposit(hedge_share);
+            None => self.deposit_slow(cluster, now, hedge_share),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn deposit_slow(&self, cluster: &str, now: Instant, hedge_share: i64) {
+        let budget = self.budget(cluster);
+        budget.retries.deposit_at(now, self.deposit);
+        budget.hedges.deposit_at(now, hedge_share);
+    }
+
+    /// The budget in the first taken slot whose key `matches`, if any.
+    #[inline]
+    fn slotted(&self, matches: impl Fn(&str) -> bool) -> Option<&Arc<ClusterBudget>> {
+        for slot in &self.slots {
+            let (key, budget) = slot.get()?;
+            if matches(key) {
+                return Some(budget);
+            }
+        }
+        None
     }
 
     /// Takes one retry of `cluster` from its budget; `false` when the budget refuses.
@@ -350,10 +374,15 @@ impl Budgets {
     /// The budget of `cluster`, added on first use.
     #[cold]
     pub fn budget(&self, cluster: &str) -> Arc<ClusterBudget> {
-        let folded = fold_case(cluster);
-        if let Some(budget) = self.budgets.load().get(&folded) {
-            return budget.clone();
+        let found = with_folded(cluster, |folded| {
+            self.slotted(|key| key == folded)
+                .cloned()
+                .or_else(|| self.more.load().get(folded).cloned())
+        });
+        if let Some(budget) = found {
+            return budget;
         }
+        let folded = fold_case(cluster);
         let fresh = Arc::new(ClusterBudget {
             retries: Budget::new(
                 self.policy.budget_window,
@@ -363,13 +392,21 @@ impl Budgets {
             hedges: Budget::new(self.policy.budget_window, 0),
             latencies: OnceLock::new(),
         });
-        // Two first calls racing: the first insert wins and both use its budget.
-        self.budgets.rcu(|table| {
+        // Two first calls racing: the first to take a slot (or to insert in the map) wins and
+        // both use its budget. A slot is taken only after every slot before it, so a key cannot
+        // end up in two slots: whoever loses a slot reads the winner's key before going on.
+        for slot in &self.slots {
+            let (key, budget) = slot.get_or_init(|| (folded.clone().into(), fresh.clone()));
+            if **key == *folded {
+                return budget.clone();
+            }
+        }
+        self.more.rcu(|table| {
             let mut table = HashMap::clone(table);
             table.entry(folded.clone()).or_insert_with(|| fresh.clone());
             table
         });
-        self.budgets.load().get(&folded).cloned().unwrap_or(fresh)
+        self.more.load().get(&folded).cloned().unwrap_or(fresh)
     }
 }
 
@@ -385,7 +422,9 @@ pub(crate) fn is_idempotent(method: &Method) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use super::{AttemptCount, Budgets, FailureKind, RetryPolicy, RetryStatuses};
+    use tokio::time::Instant;
+
+    use super::{AttemptCount, Budgets, FailureKind, RetryPolicy, RetryStatuses, BUDGET_SLOTS};
 
     /// One budget per cluster: ids that differ only in case share it, other clusters do not.
     #[test]
@@ -415,9 +454,9 @@ mod tests {
         });
         assert!(!budgets.withdraw("payments"), "nothing deposited yet");
         for id in ["payments", "Payments", "payments", "PAYMENTS"] {
-            budgets.deposit(id, 0);
+            budgets.deposit(id, Instant::now(), 0);
         }
-        budgets.deposit("orders", 0);
+        budgets.deposit("orders", Instant::now(), 0);
         // Four requests at 50%: two retries, then none.
         assert!(budgets.withdraw("PAYMENTS"));
         assert!(budgets.withdraw("payments"));
@@ -445,7 +484,7 @@ mod tests {
                         s.spawn(move || {
                             barrier.wait();
                             let id = if i % 2 == 0 { "c" } else { "C" };
-                            budgets.deposit(id, 0);
+                            budgets.deposit(id, Instant::now(), 0);
                             (budgets.budget(id), budgets.budget("d"))
                         })
                     })
@@ -457,6 +496,52 @@ mod tests {
                 assert!(Arc::ptr_eq(d, &found[0].1));
             }
             assert!(!Arc::ptr_eq(&found[0].0, &found[0].1));
+        }
+    }
+
+    /// A client calling more clusters than there are slots keeps one budget per cluster past
+    /// them too (the overflow map), found whichever way the id is spelt, and racing first calls
+    /// of many clusters at once give each cluster exactly one budget.
+    #[test]
+    fn clusters_past_the_slots_keep_one_budget_each() {
+        let ids: Vec<String> = (0..BUDGET_SLOTS + 5)
+            .map(|i| format!("cluster-{i}"))
+            .collect();
+        for _ in 0..20 {
+            let budgets = Budgets::new(RetryPolicy::default());
+            let barrier = std::sync::Barrier::new(3);
+            let found: Vec<Vec<Arc<super::ClusterBudget>>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..3)
+                    .map(|t| {
+                        let (budgets, barrier, ids) = (&budgets, &barrier, &ids);
+                        s.spawn(move || {
+                            barrier.wait();
+                            // Each thread first calls the clusters in its own order.
+                            let mut order: Vec<usize> = (0..ids.len()).collect();
+                            order.rotate_left(t * 4);
+                            for &i in &order {
+                                budgets.deposit(&ids[i], Instant::now(), 0);
+                            }
+                            ids.iter()
+                                .map(|id| budgets.budget(&id.to_uppercase()))
+                                .collect()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for (i, id) in ids.iter().enumerate() {
+                let one = budgets.budget(id);
+                for seen in &found {
+                    assert!(Arc::ptr_eq(&seen[i], &one), "{id}: two budgets");
+                }
+                for (j, other) in ids.iter().enumerate().filter(|&(j, _)| j != i) {
+                    assert!(
+                        !Arc::ptr_eq(&one, &budgets.budget(other)),
+                        "{id} and {other} share a budget (slots {i} and {j})"
+                    );
+                }
+            }
         }
     }
 

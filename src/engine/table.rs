@@ -50,7 +50,25 @@ impl ClusterTable {
     /// Where a cluster sits in the table (config order).
     #[inline]
     fn position(&self, id: &str) -> Option<usize> {
-        if id.is_ascii() && self.entries.len() <= SCAN_LIMIT {
+        if self.entries.len() > SCAN_LIMIT {
+            return self.position_indexed(id);
+        }
+        // Usual case: the caller spells the id as its folded form (lowercase ids, or the same
+        // constant on every call): equal bytes, found without folding anything.
+        if let Some(position) = self
+            .entries
+            .iter()
+            .position(|(key, _)| key.len() == id.len() && key.as_bytes() == id.as_bytes())
+        {
+            return Some(position);
+        }
+        self.position_folded(id)
+    }
+
+    /// The small-table lookup of an id spelt other than its folded form: out of line.
+    #[inline(never)]
+    fn position_folded(&self, id: &str) -> Option<usize> {
+        if id.is_ascii() {
             // A folded key is ASCII-lowercase when it matches an ASCII id at all, so an
             // ASCII-case-insensitive byte comparison is the fold comparison here.
             return self
