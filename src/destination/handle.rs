@@ -22,6 +22,7 @@ pub struct PickHandle {
 }
 
 impl PickHandle {
+    #[inline]
     pub(crate) fn new(destination: Arc<Destination>) -> Self {
         destination.in_flight.cell().fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
