@@ -11,6 +11,7 @@ use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
 use crate::selection::balancing::Prepared;
+use crate::selection::direct::Direct;
 use crate::selection::group::best_group;
 
 /// Everything a pick, the status view and the prober read about one cluster.
@@ -28,6 +29,8 @@ pub(crate) struct ClusterSnapshot {
     pub panic: bool,
     /// What the load-balancing policy prepared for `best`.
     pub prepared: Prepared,
+    /// How picks from `best` are made (a built-in policy called in place, or the policy object).
+    pub direct: Direct,
     /// The cluster's round-robin counter, shared by all its snapshots.
     pub counter: Arc<AtomicUsize>,
     /// Active checks are on and the first-pick warm-up is not over: the first picks wait.
@@ -64,7 +67,9 @@ impl ClusterSnapshot {
         let ctx = settings.available_context(warm_up.first_probes_pending);
         let availability = settings.policies.available.policy.available(&ctx, &members);
         let (best, best_class) = best_group(&ctx, &availability.destinations);
-        let prepared = settings.policies.load_balancing.policy.prepare(&best);
+        let policy = &*settings.policies.load_balancing.policy;
+        let prepared = policy.prepare(&best);
+        let direct = Direct::of(policy, &prepared);
         ClusterSnapshot {
             members,
             available: availability.destinations,
@@ -72,6 +77,7 @@ impl ClusterSnapshot {
             best_class,
             panic: availability.panic,
             prepared,
+            direct,
             counter,
             warming: warm_up.warming,
             first_probes_pending: warm_up.first_probes_pending,
@@ -121,6 +127,7 @@ impl ClusterSnapshot {
             best_class: None,
             panic: false,
             prepared: Prepared::none(),
+            direct: Direct::Policy,
             counter,
             warming: false,
             first_probes_pending: false,

@@ -14,6 +14,7 @@ use crate::destination::Destination;
 use crate::error::PickError;
 use crate::health::state::HealthClass;
 use crate::selection::balancing::{PickContext, Prepared};
+use crate::selection::direct::Direct;
 use crate::selection::group::best_group_excluding;
 
 /// The best group of a cluster with its summary status.
@@ -28,11 +29,8 @@ pub struct BestEndpoints {
     pub panic: bool,
 }
 
-/// Why a pick found nothing, in one byte. The pick path passes this, not a [`PickError`], out
-/// of the pick cache's closure: a `Result<PickHandle, Miss>` is two words and travels in
-/// registers, where a `Result<PickHandle, PickError>` (48 bytes) is written to memory by the
-/// closure and copied out by its caller, which stalled every pick on store forwarding (measured
-/// with `perf annotate`). The error with its strings is built only on the way out.
+/// Why a pick found nothing, in one byte (see [`Picked`]). The error with its strings is built
+/// only on the way out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Miss {
     UnknownCluster,
@@ -50,6 +48,41 @@ impl Miss {
             Miss::UnknownCluster => PickError::UnknownCluster { cluster },
             Miss::NoAvailableDestinations => PickError::NoAvailableDestinations { cluster },
             Miss::DiscoveryPending => PickError::DiscoveryPending { cluster },
+        }
+    }
+}
+
+/// A pick as it leaves the pick cache's closure: the handle, or why there is none. Two scalars
+/// (a pointer, null for a miss, and a byte), so it travels in two registers whatever the compiler
+/// inlines. A `Result<PickHandle, PickError>` (48 bytes), and even a `Result<PickHandle, Miss>`
+/// (a tag byte before the pointer) once the closure was not inlined, went through memory and was
+/// copied out with loads that did not match the stores: a store-forwarding stall on every pick,
+/// half its time (seen with `perf annotate`).
+pub(crate) struct Picked {
+    handle: Option<PickHandle>,
+    miss: Miss,
+}
+
+impl Picked {
+    #[inline]
+    fn hit(handle: PickHandle) -> Self {
+        Picked {
+            handle: Some(handle),
+            miss: Miss::NoAvailableDestinations,
+        }
+    }
+
+    #[inline]
+    fn miss(miss: Miss) -> Self {
+        Picked { handle: None, miss }
+    }
+
+    /// The handle, or the error of a pick from `cluster` that found nothing.
+    #[inline]
+    fn into_result(self, cluster: &str) -> Result<PickHandle, PickError> {
+        match self.handle {
+            Some(handle) => Ok(handle),
+            None => Err(self.miss.error(cluster)),
         }
     }
 }
@@ -82,12 +115,16 @@ impl Engine {
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
         self.core
             .with_snapshot(cluster, |picking| match picking {
-                Some((snapshot, counter)) => {
-                    self.choose(snapshot, &snapshot.best, &snapshot.prepared, &counter)
-                }
-                None => Err(Miss::UnknownCluster),
+                Some((snapshot, counter)) => self.choose(
+                    snapshot,
+                    &snapshot.best,
+                    &snapshot.prepared,
+                    snapshot.direct,
+                    &counter,
+                ),
+                None => Picked::miss(Miss::UnknownCluster),
             })
-            .map_err(|miss| miss.error(cluster))
+            .into_result(cluster)
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
@@ -98,10 +135,11 @@ impl Engine {
         snapshot: &ClusterSnapshot,
         group: &[Arc<Destination>],
         prepared: &Prepared,
+        direct: Direct,
         counter: &Counter<'_>,
-    ) -> Result<PickHandle, Miss> {
+    ) -> Picked {
         let index = match group.len() {
-            0 => return Err(nothing_to_pick(snapshot)),
+            0 => return Picked::miss(nothing_to_pick(snapshot)),
             1 => 0,
             n => {
                 let next = || counter.next();
@@ -110,12 +148,8 @@ impl Engine {
                     counter: &next,
                     prepared,
                 };
-                let i = snapshot
-                    .settings
-                    .policies
-                    .load_balancing
-                    .policy
-                    .pick(&ctx, group);
+                let policy = &*snapshot.settings.policies.load_balancing.policy;
+                let i = direct.pick(policy, &ctx, group);
                 // Custom policies may answer out of range; `%` only then (it costs a division).
                 if i < n {
                     i
@@ -124,7 +158,7 @@ impl Engine {
                 }
             }
         };
-        Ok(PickHandle::new(group[index].clone()))
+        Picked::hit(PickHandle::new(group[index].clone()))
     }
 
     /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
@@ -159,10 +193,12 @@ impl Engine {
         let settings = &snapshot.settings;
         let group =
             best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
-        let prepared = settings.policies.load_balancing.policy.prepare(&group);
+        let policy = &*settings.policies.load_balancing.policy;
+        let prepared = policy.prepare(&group);
         let counter = Counter::Shared(&snapshot.counter);
-        self.choose(&snapshot, &group, &prepared, &counter)
-            .map_err(|miss| miss.error(cluster))
+        let direct = Direct::of(policy, &prepared);
+        self.choose(&snapshot, &group, &prepared, direct, &counter)
+            .into_result(cluster)
     }
 
     /// A retry's pick for the client's failover step: like
@@ -196,10 +232,12 @@ impl Engine {
         if group.is_empty() {
             group = best_group_excluding(&ctx, &snapshot.available, exclude);
         }
-        let prepared = settings.policies.load_balancing.policy.prepare(&group);
+        let policy = &*settings.policies.load_balancing.policy;
+        let prepared = policy.prepare(&group);
         let counter = Counter::Shared(&snapshot.counter);
-        self.choose(&snapshot, &group, &prepared, &counter)
-            .map_err(|miss| miss.error(cluster))
+        let direct = Direct::of(policy, &prepared);
+        self.choose(&snapshot, &group, &prepared, direct, &counter)
+            .into_result(cluster)
     }
 
     /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
@@ -213,13 +251,19 @@ impl Engine {
     ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
         let picked = self.core.with_snapshot(cluster, |picking| match picking {
             Some((snapshot, _)) if snapshot.warming => None,
-            Some((snapshot, counter)) => Some(
-                self.choose(snapshot, &snapshot.best, &snapshot.prepared, &counter)
-                    .map(|pick| (pick, snapshot.settings.activity_timeout)),
-            ),
-            None => Some(Err(Miss::UnknownCluster)),
+            Some((snapshot, counter)) => Some((
+                self.choose(
+                    snapshot,
+                    &snapshot.best,
+                    &snapshot.prepared,
+                    snapshot.direct,
+                    &counter,
+                ),
+                snapshot.settings.activity_timeout,
+            )),
+            None => Some((Picked::miss(Miss::UnknownCluster), None)),
         });
-        picked.map(|picked| picked.map_err(|miss| miss.error(cluster)))
+        picked.map(|(picked, timeout)| picked.into_result(cluster).map(|pick| (pick, timeout)))
     }
 
     /// The attempt timeout `cluster` sets for requests (`HttpRequest:ActivityTimeout`), if any;
@@ -298,12 +342,16 @@ impl Engine {
     ) -> Option<Result<PickHandle, PickError>> {
         let picked = self.core.with_snapshot(cluster, |picking| match picking {
             Some((snapshot, _)) if snapshot.warming => None,
-            Some((snapshot, counter)) => {
-                Some(self.choose(snapshot, &snapshot.best, &snapshot.prepared, &counter))
-            }
-            None => Some(Err(Miss::UnknownCluster)),
+            Some((snapshot, counter)) => Some(self.choose(
+                snapshot,
+                &snapshot.best,
+                &snapshot.prepared,
+                snapshot.direct,
+                &counter,
+            )),
+            None => Some(Picked::miss(Miss::UnknownCluster)),
         });
-        picked.map(|picked| picked.map_err(|miss| miss.error(cluster)))
+        picked.map(|picked| picked.into_result(cluster))
     }
 
     /// Resolves once every cluster with active checks has finished its first probes (every

@@ -37,7 +37,10 @@ use crate::rng::RandomSource;
 ///     }
 /// }
 /// ```
-pub trait LoadBalancingPolicy: Send + Sync + 'static {
+///
+/// (`Any` is implied by `'static`: it lets the engine recognise its own built-in policies and call
+/// them in place; a custom policy is always called through [`pick`](Self::pick).)
+pub trait LoadBalancingPolicy: Any + Send + Sync + 'static {
     /// What [`pick`](Self::pick) needs for `group`, computed once per change of the group (and
     /// for each group a retry picks from). Default: nothing.
     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
@@ -76,6 +79,11 @@ impl Prepared {
     /// `value`, for [`PickContext::prepared`] to hand back on every pick from this group.
     pub fn new<T: Any + Send + Sync>(value: T) -> Self {
         Prepared(Some(Box::new(value)))
+    }
+
+    /// Whether nothing was prepared.
+    pub(crate) fn is_none(&self) -> bool {
+        self.0.is_none()
     }
 
     pub(crate) fn get<T: Any>(&self) -> Option<&T> {

@@ -8,6 +8,7 @@
 //! [`InFlightCounts`].
 
 pub(crate) mod balancing;
+pub(crate) mod direct;
 pub(crate) mod first_alphabetical;
 pub(crate) mod group;
 pub(crate) mod in_flight_counts;

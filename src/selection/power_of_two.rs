@@ -26,6 +26,17 @@ struct Weights {
     table: AliasTable,
 }
 
+impl PowerOfTwoChoices {
+    /// The pick of an unweighted group (length >= 2).
+    #[inline]
+    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
+        let (i, j) = ctx.two_random_indices(group.len());
+        // A select rather than a branch: under real load the comparison goes either way.
+        let j_wins = group[j].in_flight() < group[i].in_flight();
+        [i, j][usize::from(j_wins)]
+    }
+}
+
 impl LoadBalancingPolicy for PowerOfTwoChoices {
     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
         match weights::of(group) {
@@ -39,10 +50,7 @@ impl LoadBalancingPolicy for PowerOfTwoChoices {
 
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         let Some(Weights { weights: w, table }) = ctx.prepared::<Weights>() else {
-            let (i, j) = ctx.two_random_indices(group.len());
-            // A select rather than a branch: under real load the comparison goes either way.
-            let j_wins = group[j].in_flight() < group[i].in_flight();
-            return [i, j][usize::from(j_wins)];
+            return PowerOfTwoChoices::pick_unweighted(ctx, group);
         };
         let i = table.index(ctx.random_u64());
         let other = ctx.random_index(group.len() - 1);

@@ -12,6 +12,14 @@ use crate::destination::Destination;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Random;
 
+impl Random {
+    /// The pick of an unweighted group of `n` (>= 2): one uniform index.
+    #[inline]
+    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, n: usize) -> usize {
+        ctx.random_index(n)
+    }
+}
+
 impl LoadBalancingPolicy for Random {
     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
         match weights::of(group) {
@@ -23,7 +31,7 @@ impl LoadBalancingPolicy for Random {
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         match ctx.prepared::<AliasTable>() {
             Some(table) => table.index(ctx.random_u64()),
-            None => ctx.random_index(group.len()),
+            None => Random::pick_unweighted(ctx, group.len()),
         }
     }
 }

@@ -15,6 +15,14 @@ pub struct RoundRobin;
 /// One cycle of a weighted group's order.
 struct Cycle(Vec<u32>);
 
+impl RoundRobin {
+    /// The pick of an unweighted group of `n` (>= 2): the counter mod `n`.
+    #[inline]
+    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, n: usize) -> usize {
+        ctx.next_counter() % n
+    }
+}
+
 impl LoadBalancingPolicy for RoundRobin {
     fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
         match weights::of(group) {
@@ -28,7 +36,7 @@ impl LoadBalancingPolicy for RoundRobin {
             Some(Cycle(cycle)) if !cycle.is_empty() => {
                 cycle[ctx.next_counter() % cycle.len()] as usize
             }
-            _ => ctx.next_counter() % group.len(),
+            _ => RoundRobin::pick_unweighted(ctx, group.len()),
         }
     }
 }

@@ -1,0 +1,98 @@
+//! Built-in policies called in place. For an unweighted group, the engine runs Random's,
+//! PowerOfTwoChoices' and RoundRobin's pick as a direct call the compiler can inline into the
+//! pick path, instead of a call through the policy object (a dynamic call, and a check of what
+//! was prepared). Same code, same random draws, same answers: only the call changes. Which one
+//! applies is decided once per group, when the group is prepared; a custom policy registered
+//! under a built-in's name is a different type and is always called through its object.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
+use super::power_of_two::PowerOfTwoChoices;
+use super::random::Random;
+use super::round_robin::RoundRobin;
+use crate::destination::Destination;
+
+/// How picks from one prepared group are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direct {
+    /// Random over an unweighted group.
+    Random,
+    /// PowerOfTwoChoices over an unweighted group.
+    PowerOfTwoChoices,
+    /// RoundRobin over an unweighted group.
+    RoundRobin,
+    /// Through the policy object: custom policies, weighted groups, the other built-ins.
+    Policy,
+}
+
+impl Direct {
+    /// How picks by `policy` from a group it prepared `prepared` for are made.
+    pub fn of(policy: &dyn LoadBalancingPolicy, prepared: &Prepared) -> Direct {
+        if !prepared.is_none() {
+            return Direct::Policy;
+        }
+        let policy: &dyn Any = policy;
+        if policy.is::<Random>() {
+            Direct::Random
+        } else if policy.is::<PowerOfTwoChoices>() {
+            Direct::PowerOfTwoChoices
+        } else if policy.is::<RoundRobin>() {
+            Direct::RoundRobin
+        } else {
+            Direct::Policy
+        }
+    }
+
+    /// The index `policy` picks in `group` (length >= 2).
+    #[inline]
+    pub fn pick(
+        self,
+        policy: &dyn LoadBalancingPolicy,
+        ctx: &PickContext<'_>,
+        group: &[Arc<Destination>],
+    ) -> usize {
+        match self {
+            Direct::Random => Random::pick_unweighted(ctx, group.len()),
+            Direct::PowerOfTwoChoices => PowerOfTwoChoices::pick_unweighted(ctx, group),
+            Direct::RoundRobin => RoundRobin::pick_unweighted(ctx, group.len()),
+            Direct::Policy => policy.pick(ctx, group),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Direct;
+    use crate::selection::balancing::{LoadBalancingPolicy, PickContext, Prepared};
+    use crate::selection::{
+        FirstAlphabetical, LeastRequests, PowerOfTwoChoices, Random, RoundRobin,
+    };
+    use crate::Destination;
+    use std::sync::Arc;
+
+    /// A custom policy: always the last destination.
+    struct Last;
+    impl LoadBalancingPolicy for Last {
+        fn pick(&self, _: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
+            group.len() - 1
+        }
+    }
+
+    #[test]
+    fn only_unprepared_built_ins_are_called_in_place() {
+        let none = Prepared::none();
+        assert_eq!(Direct::of(&Random, &none), Direct::Random);
+        assert_eq!(
+            Direct::of(&PowerOfTwoChoices, &none),
+            Direct::PowerOfTwoChoices
+        );
+        assert_eq!(Direct::of(&RoundRobin, &none), Direct::RoundRobin);
+        assert_eq!(Direct::of(&LeastRequests, &none), Direct::Policy);
+        assert_eq!(Direct::of(&FirstAlphabetical, &none), Direct::Policy);
+        assert_eq!(Direct::of(&Last, &none), Direct::Policy);
+        // A weighted group's preparation sends every pick through the policy.
+        assert_eq!(Direct::of(&Random, &Prepared::new(7u32)), Direct::Policy);
+    }
+}
