@@ -89,15 +89,16 @@
 //!
 //!   Then (2026-12-02, another host): a call finds its cluster's budget in a slot (one acquire
 //!   load and a byte comparison, no case folding, hash or `ArcSwap` load) and deposits with the
-//!   clock read `Failover::start` already made; the pick's cluster lookup compares bytes before
-//!   folding. Per request on the caller's thread: reqwest 62,885 instructions,
-//!   `healthpick_1dest` 61,957 (-1.5%; 62,326 before). Paired, three runs (load average
-//!   1.1-1.8 with the bench's own threads): latency +2.3% to +2.6%, throughput loss 2.9-3.5%
-//!   (`healthpick_1dest`) and 3.2-3.4% (`healthpick_3dest`), caller thread CPU +2.8% to +3.9%;
-//!   the same build before the budget change: 3.0% and 3.3% in one run. Issue 15's 3% is not
-//!   met reliably. `perf` on the caller's thread shows no one place: reqwest's own response
-//!   path parses the URL again (`PendingRequest::poll`, `url::Parser` with IDNA, about 3% of
-//!   the thread in both arms), and what the wrapper adds is spread over its layers.
+//!   clock read `Failover::start` already made; the pick got 1.7-1.9x faster (see the README's
+//!   performance section). Per request on the caller's thread: reqwest 62,885-63,179
+//!   instructions, `healthpick_1dest` 61,957-62,012 (-1.5% to -1.8%; 62,326 before). Paired,
+//!   three runs of the final build (load average 1.4-1.9 with the bench's own threads):
+//!   latency +2.6% to +2.8%, throughput loss 2.7-3.4% (`healthpick_1dest`) and 2.7-3.4%
+//!   (`healthpick_3dest`), caller thread CPU +3.0% to +3.5%; before these changes, on the same
+//!   host, 3.0% and 3.3% in one run. Issue 15's 3% is not met reliably. `perf` on the caller's
+//!   thread shows no one place: reqwest's own response path parses the URL again
+//!   (`PendingRequest::poll`, `url::Parser` with IDNA, about 3% of the thread in both arms), and
+//!   what the wrapper adds is spread over its layers.
 //!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
