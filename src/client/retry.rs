@@ -331,22 +331,16 @@ impl Budgets {
     /// hedge).
     #[inline]
     pub fn deposit(&self, cluster: &str, now: Instant, hedge_share: i64) {
-        // Usual case: a cluster already seen, spelt as its folded id.
+        // Usual case: a cluster already seen, spelt as its folded id; otherwise the cold lookup
+        // that folds (and adds the cluster on its first call).
+        let deposit = |budget: &ClusterBudget| {
+            budget.retries.deposit_at(now, self.deposit);
+            budget.hedges.deposit_at(now, hedge_share);
+        };
         match self.slotted(|key| key == cluster) {
-            Some(budget) => {
-                budget.retries.deposit_at(now, self.deposit);
-                budget.hedges.deposit_at(now, hedge_share);
-            }
-            None => self.deposit_slow(cluster, now, hedge_share),
+            Some(budget) => deposit(budget),
+            None => deposit(&self.budget(cluster)),
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn deposit_slow(&self, cluster: &str, now: Instant, hedge_share: i64) {
-        let budget = self.budget(cluster);
-        budget.retries.deposit_at(now, self.deposit);
-        budget.hedges.deposit_at(now, hedge_share);
     }
 
     /// The budget in the first taken slot whose key `matches`, if any.

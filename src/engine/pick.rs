@@ -161,6 +161,22 @@ impl Engine {
         Picked::hit(PickHandle::new(group[index].clone()))
     }
 
+    /// Lets the cluster's load-balancing policy choose in `group`, a group computed for one
+    /// pick (a retry's): prepared for it now, and counted with the cluster's shared counter.
+    fn choose_in_group(
+        &self,
+        snapshot: &ClusterSnapshot,
+        group: &[Arc<Destination>],
+        cluster: &str,
+    ) -> Result<PickHandle, PickError> {
+        let policy = &*snapshot.settings.policies.load_balancing.policy;
+        let prepared = policy.prepare(group);
+        let counter = Counter::Shared(&snapshot.counter);
+        let direct = Direct::of(policy, &prepared);
+        self.choose(snapshot, group, &prepared, direct, &counter)
+            .into_result(cluster)
+    }
+
     /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
     /// the same tier, then the next tier. Meant for retries, so it may
     /// allocate; the first attempt should use [`pick_endpoint`](Self::pick_endpoint).
@@ -190,15 +206,9 @@ impl Engine {
             .core
             .snapshot(cluster)
             .ok_or_else(|| unknown(cluster))?;
-        let settings = &snapshot.settings;
         let group =
             best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
-        let policy = &*settings.policies.load_balancing.policy;
-        let prepared = policy.prepare(&group);
-        let counter = Counter::Shared(&snapshot.counter);
-        let direct = Direct::of(policy, &prepared);
-        self.choose(&snapshot, &group, &prepared, direct, &counter)
-            .into_result(cluster)
+        self.choose_in_group(&snapshot, &group, cluster)
     }
 
     /// A retry's pick for the client's failover step: like
@@ -217,7 +227,6 @@ impl Engine {
             .core
             .snapshot(cluster)
             .ok_or_else(|| unknown(cluster))?;
-        let settings = &snapshot.settings;
         let ctx = snapshot.available_context();
         let mut group = Vec::new();
         if !leave_tiers.is_empty() {
@@ -232,12 +241,7 @@ impl Engine {
         if group.is_empty() {
             group = best_group_excluding(&ctx, &snapshot.available, exclude);
         }
-        let policy = &*settings.policies.load_balancing.policy;
-        let prepared = policy.prepare(&group);
-        let counter = Counter::Shared(&snapshot.counter);
-        let direct = Direct::of(policy, &prepared);
-        self.choose(&snapshot, &group, &prepared, direct, &counter)
-            .into_result(cluster)
+        self.choose_in_group(&snapshot, &group, cluster)
     }
 
     /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
