@@ -57,10 +57,22 @@ pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
 // The engine allocates a cluster's new cold parts, then its new warm parts, then its new blocks,
 // each in a run of its own, so that picks stay within the blocks' run and a request whose
 // success needs no verdict as well.
+//
+// The block's fields are in a fixed order (`repr(C)`), the ones a pick writes first: after the
+// reference counts, the in-flight count, then the success credit an outcome updates, then the
+// two pointers it reads. A pick writes the first 32 bytes of the 56; the allocator places blocks
+// 16-byte aligned, so those 32 bytes share one cache line in three blocks of four (with the
+// count last, only in two of four), and two threads picking different destinations write the
+// same line less often. Measured on the paired pick bench (2026-12-02, Intel Xeon host): two
+// threads of RoundRobin at 100 destinations 1.13-1.14x one thread before, 1.19-1.24x after;
+// pick + report + drop at 10,000 destinations 197-200 ns before, 182-183 ns after. Aligning the
+// block to 64 bytes instead puts the data after a padded line of reference counts (128 bytes a
+// block): better on two threads, but 1.2-1.4x slower picks at 10,000 destinations.
+#[repr(C)]
 pub struct Destination {
     pub(crate) in_flight: InFlight,
-    sink: Arc<Sink>,
     credit: SuccessCredit,
+    sink: Arc<Sink>,
     part: Box<WarmPart>,
 }
 
@@ -296,6 +308,9 @@ mod tests {
     #[test]
     fn the_block_is_56_bytes_and_the_warm_part_72() {
         assert_eq!(std::mem::size_of::<Destination>() + 16, 56);
+        // What a pick writes comes first, then what an outcome updates (see the type's notes).
+        assert_eq!(std::mem::offset_of!(Destination, in_flight), 0);
+        assert_eq!(std::mem::offset_of!(Destination, credit), 16);
         // With feature `metrics` the pick's two metric handles join it.
         let handles = if cfg!(feature = "metrics") { 32 } else { 0 };
         assert_eq!(std::mem::size_of::<WarmPart>(), 72 + handles);
