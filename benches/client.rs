@@ -100,6 +100,16 @@
 //!   (`PendingRequest::poll`, `url::Parser` with IDNA, about 3% of the thread in both arms), and
 //!   what the wrapper adds is spread over its layers.
 //!
+//!   Then (2026-12-03, the Intel host): a thread keeps up to 64 spare call timers instead of one.
+//!   With 32 calls in flight on the caller's thread, one spare served almost none of them: each
+//!   call made a new timer (an allocation and tokio's timer lock on its first poll) and dropped
+//!   one (the lock again). Four runs of each build, interleaved (`old pool old pool ...`):
+//!   throughput loss 2.53, 2.89, 3.63, 2.35% (`healthpick_1dest`) and 2.95, 2.96, 3.52, 2.52%
+//!   (`healthpick_3dest`) with one spare; 1.84, 2.39, 2.58, 2.29% and 2.24, 2.57, 2.41, 2.63%
+//!   with the pool. Two more runs of the pool build while the host ran slower (22,600 and 29,100
+//!   requests a second for plain reqwest, against 32,000-46,000 before): 1.56 / 0.70% and
+//!   3.39 / 3.17%, latency +1.6% to +3.1%.
+//!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a
 //! short run that only shows it works, or `cargo bench --bench client -- --test` to run each

@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tracing::Instrument;
 
+use super::call_timer::CallTimer;
 use super::failover::{Attempt, Failover};
 use super::retry::FailureKind;
 use super::span::{CallSpan, Resend};
@@ -68,67 +69,6 @@ pub(crate) struct Answer<R> {
     /// The attempt's timer, still registered for that deadline: reading the body goes on
     /// with it instead of registering a new one (see [`CallTimer`]).
     pub timer: Option<CallTimer>,
-}
-
-/// The one timer of a call: set for the first attempt's deadline, reset for each retry, and
-/// handed to the response for reading its body.
-///
-/// Registering a timer due before the runtime's next planned wake-up makes tokio wake its
-/// driver: a write to an eventfd and one more turn of the event loop, two system calls a call
-/// would pay whenever the runtime had gone to sleep with no earlier timer (measured with strace
-/// on the client bench: one `write` and one `epoll_wait` per sequential call). So a call keeps
-/// one timer for all its phases (boxed, to move into the response), and when the call is over
-/// the timer is not cancelled but kept, still registered, as this thread's spare: the next
-/// call on the thread resets it to its own deadline, which is later, and tokio has nothing to
-/// wake. A spare belongs to the runtime that made it and is only reused there.
-#[derive(Debug)]
-pub(crate) struct CallTimer {
-    /// `Some` until dropped.
-    sleep: Option<Pin<Box<Sleep>>>,
-    runtime: tokio::runtime::Id,
-}
-
-thread_local! {
-    /// The timer of this thread's last call, still registered for that call's deadline.
-    static SPARE: std::cell::Cell<Option<(tokio::runtime::Id, Pin<Box<Sleep>>)>> =
-        const { std::cell::Cell::new(None) };
-}
-
-impl CallTimer {
-    /// A timer set for `deadline`: this thread's spare if it belongs to the current runtime,
-    /// else a new one.
-    pub fn new(deadline: Instant) -> CallTimer {
-        let runtime = tokio::runtime::Handle::current().id();
-        let sleep = match SPARE.try_with(std::cell::Cell::take).ok().flatten() {
-            Some((id, mut sleep)) if id == runtime => {
-                sleep.as_mut().reset(deadline);
-                sleep
-            }
-            // A spare of another runtime is dropped (cancelled) here.
-            _ => Box::pin(tokio::time::sleep_until(deadline)),
-        };
-        CallTimer {
-            sleep: Some(sleep),
-            runtime,
-        }
-    }
-
-    /// The timer, to poll or reset.
-    pub fn sleep(&mut self) -> Pin<&mut Sleep> {
-        self.sleep
-            .as_mut()
-            .expect("a call timer holds its timer until dropped")
-            .as_mut()
-    }
-}
-
-impl Drop for CallTimer {
-    fn drop(&mut self) {
-        if let Some(sleep) = self.sleep.take() {
-            // The spare it replaces, if any, is cancelled.
-            let _ = SPARE.try_with(|spare| spare.set(Some((self.runtime, sleep))));
-        }
-    }
 }
 
 /// How a call ended.

@@ -12,6 +12,7 @@
 //! | `response.rs` | [`Response`], which keeps the destination in flight until its body is read |
 //! | `failover.rs` | the failover step the client and the middleware share: every decision |
 //! | `drive.rs` | the loop that drives a call through the failover step, with or without a hedge |
+//! | `call_timer.rs` | the one timer of a call and the spares a thread keeps of it |
 //! | `retry.rs` | [`RetryPolicy`], [`RetryStatuses`], attempt counting, the per-cluster budgets |
 //! | `budget.rs` | the lock-free windowed token budget retries and hedges spend |
 //! | `timeouts.rs` | [`Timeouts`] and their defaults |
@@ -19,6 +20,7 @@
 //! | `error.rs` | [`ClientError`], [`AttemptFailure`], [`AttemptError`] |
 
 pub(crate) mod budget;
+pub(crate) mod call_timer;
 pub(crate) mod drive;
 pub(crate) mod error;
 #[cfg(any(feature = "middleware", feature = "tower"))]

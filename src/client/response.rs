@@ -10,7 +10,8 @@ use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
-use super::drive::{bounded, race, CallTimer, Elapsed};
+use super::call_timer::CallTimer;
+use super::drive::{bounded, race, Elapsed};
 use super::error::{AttemptFailure, ClientError};
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
