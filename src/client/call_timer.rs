@@ -98,26 +98,21 @@ impl Drop for CallTimer {
         // alive.
         let _ = sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         let runtime = self.runtime;
-        let refused = SPARE
-            .try_with(move |spares| {
-                let Ok(mut spares) = spares.try_borrow_mut() else {
-                    return Some(sleep);
-                };
-                if spares.runtime != Some(runtime) {
-                    // The spares of another runtime are cancelled here.
-                    spares.timers.clear();
-                    spares.runtime = Some(runtime);
-                }
-                if spares.timers.len() < SPARES {
-                    spares.timers.push(sleep);
-                    None
-                } else {
-                    Some(sleep)
-                }
-            })
-            .unwrap_or(None);
-        // Past the limit (or while the thread's spares are being dropped): cancelled.
-        drop(refused);
+        // Kept as a spare if there is room; otherwise (or while the thread's spares are being
+        // dropped) it goes out of scope with the closure, cancelled.
+        let _ = SPARE.try_with(move |spares| {
+            let Ok(mut spares) = spares.try_borrow_mut() else {
+                return;
+            };
+            if spares.runtime != Some(runtime) {
+                // The spares of another runtime are cancelled here.
+                spares.timers.clear();
+                spares.runtime = Some(runtime);
+            }
+            if spares.timers.len() < SPARES {
+                spares.timers.push(sleep);
+            }
+        });
     }
 }
 
