@@ -24,6 +24,11 @@
 //!   handle picked outside the loop (neither outcome is a transport failure, so the destination
 //!   stays Healthy and no health change or snapshot rebuild happens in the loop);
 //!   `pick_report_drop` is a whole request's bookkeeping: pick, report Success, drop.
+//! - `report/first_verdicts/{100,10000}`: a new passive cluster whose every destination gets
+//!   its first request (RoundRobin, one pick each) and its first verdict, Unknown to Healthy;
+//!   criterion's figure is the time per destination. Under the built-in policies that change
+//!   leaves the snapshot as it is, so the cost does not grow with the cluster (2026-12-03, AMD
+//!   EPYC host: see the README).
 //! - `baseline/arcswap_random_index/{n}`: the physical floor of a random pick: an
 //!   `ArcSwap<Vec<u64>>` load, one index from a thread-local `SmallRng`, and reading that element.
 //!   Divide a pick figure by the baseline of the same size to see what the engine adds.
@@ -279,6 +284,37 @@ fn bench_report(c: &mut Criterion) {
     assert!(all_passive_healthy(&engine), "no destination was ejected");
 }
 
+/// `report/first_verdicts/{n}`: a new cluster of `n` destinations with passive checks on, each
+/// picked once (RoundRobin) and its `Success` reported: every report is the destination's first
+/// verdict, Unknown to Healthy. Time per destination (criterion's throughput); the engine is
+/// built outside the timing, and every destination is checked Healthy afterwards.
+fn bench_first_verdicts(c: &mut Criterion) {
+    let mut group = c.benchmark_group("report/first_verdicts");
+    group.sample_size(10);
+    for n in [100, 10_000] {
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let engine = engine(
+                        cluster("RoundRobin", n).passive(PassiveHealthCheckConfig::enabled()),
+                    );
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        let handle = engine.pick_endpoint(black_box(CLUSTER)).expect("pick");
+                        handle.report(black_box(RequestOutcome::Success));
+                    }
+                    took += start.elapsed();
+                    assert!(all_passive_healthy(&engine), "each destination judged once");
+                }
+                took
+            });
+        });
+    }
+    group.finish();
+}
+
 /// `metrics/*`: picks and reports of an engine whose handles a recorder registered (feature
 /// `metrics`; nothing without it).
 fn bench_metrics(c: &mut Criterion) {
@@ -493,7 +529,7 @@ fn paired_scan_batch(n: usize) -> u64 {
 }
 
 /// A default-builder engine running `cluster` with passive TransportFailureRate on, every
-/// destination already passive Healthy (so that the one-off health change and snapshot rebuild
+/// destination already passive Healthy (so that the one-off first verdict and health change
 /// of each destination's first report stay out of the measurements).
 fn passive_engine(policy: &str, n: usize) -> Engine {
     let engine = engine(cluster(policy, n).passive(PassiveHealthCheckConfig::enabled()));
@@ -906,6 +942,6 @@ criterion_group! {
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report, bench_metrics, bench_paired
+    targets = bench_baseline, bench_baseline_inflight, bench_pick, bench_report, bench_first_verdicts, bench_metrics, bench_paired
 }
 criterion_main!(benches);

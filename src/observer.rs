@@ -6,6 +6,11 @@
 //! An observer is installed with [`EngineBuilder::observer`](crate::EngineBuilder::observer).
 //! Without one the engine pays a single branch per outcome; with one, every call below runs on the
 //! thread that caused it (request outcomes on the request path), so keep observers cheap.
+//!
+//! Many calls come while the engine holds the lock of what changed (a cluster's book, or the
+//! configuration lock during a reload): an observer must not call back into the same engine
+//! (`status`, a reload, `set_destinations`), which would wait for that lock forever. Hand such
+//! work to another thread, or subscribe with [`Engine::subscribe`](crate::Engine::subscribe).
 
 use std::time::Duration;
 

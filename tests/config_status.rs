@@ -149,3 +149,47 @@ fn a_refused_apply_config_is_a_rejection_too() {
     assert!(engine.status().config.last_error.is_some());
     assert_eq!(engine.status().config.generation, 1);
 }
+
+/// A status taken while a reload runs shows the configuration before it or after it, never a
+/// mix: here cluster `c` has destination `a` in odd generations and `a`, `b` in even ones, and
+/// a second thread keeps reloading while this one reads the status.
+#[test]
+fn a_status_never_mixes_two_configurations() {
+    fn config(with_b: bool) -> Config {
+        let mut cluster =
+            ClusterConfig::new("c").destination(DestinationConfig::new("a", "http://127.0.0.1:1/"));
+        if with_b {
+            cluster = cluster.destination(DestinationConfig::new("b", "http://127.0.0.1:2/"));
+        }
+        Config::new().cluster(cluster)
+    }
+    const RELOADS: u64 = 2_000;
+    let (engine, _clock) = engine();
+    engine.apply_config(config(false)).unwrap();
+    let reloader = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            for generation in 2..=RELOADS + 1 {
+                engine.apply_config(config(generation % 2 == 0)).unwrap();
+            }
+        })
+    };
+    let mut seen = 0u64;
+    while seen <= RELOADS {
+        let status = engine.status();
+        let generation = status.config.generation;
+        let ids: Vec<&str> = status.clusters[0]
+            .destinations
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect();
+        let expected: &[&str] = if generation % 2 == 0 {
+            &["a", "b"]
+        } else {
+            &["a"]
+        };
+        assert_eq!(ids, expected, "generation {generation}");
+        seen = generation;
+    }
+    reloader.join().unwrap();
+}

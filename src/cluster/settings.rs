@@ -10,10 +10,13 @@ use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionO
 use crate::destination::locality::Locality;
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
+use crate::health::state::HealthState;
 use crate::policy::active::ActivePolicyContext;
 use crate::policy::available::AvailablePolicyContext;
+use crate::policy::healthy_or_panic;
 use crate::policy::passive::PassivePolicyContext;
 use crate::policy::registry::ResolvedPolicies;
+use crate::selection::direct;
 
 /// What a cluster runs with: fixed until the next configuration change.
 pub(crate) struct ClusterSettings {
@@ -37,6 +40,10 @@ pub(crate) struct ClusterSettings {
     /// How long one attempt of a request to the cluster may take, when the cluster sets it
     /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
     pub activity_timeout: Option<Duration>,
+    /// The cluster's available-destinations and load-balancing policies are built-ins, which
+    /// treat a passive Unknown destination exactly as a passive Healthy one (see
+    /// [`passive_change_keeps_snapshot`](Self::passive_change_keeps_snapshot)).
+    usable_passive_changes_keep_snapshot: bool,
 }
 
 /// A cluster's locality-to-tier mapping with this process's zone and region resolved
@@ -102,7 +109,11 @@ impl ClusterSettings {
         options: HealthPolicyOptions,
         locality: Option<LocalityRule>,
     ) -> Self {
+        let usable_passive_changes_keep_snapshot =
+            healthy_or_panic::is_built_in(&*policies.available.policy)
+                && direct::is_built_in(&*policies.load_balancing.policy);
         ClusterSettings {
+            usable_passive_changes_keep_snapshot,
             id: Arc::from(config.id()),
             failure_threshold: config.failure_threshold(&options),
             failure_rate_limit: config.failure_rate_limit(&options),
@@ -120,6 +131,19 @@ impl ClusterSettings {
             options,
             locality,
         }
+    }
+
+    /// Whether a destination's passive health going from `from` to `to` leaves everything its
+    /// cluster's snapshot holds as it was, so that nothing needs rebuilding: a change between
+    /// Unknown and Healthy under the built-in policies. Neither state excludes a destination and
+    /// both rank in the same health class (SPEC §6), and the built-in load balancers prepare
+    /// from ids and weights alone. Each destination's first judged request makes this change,
+    /// which at 10,000 destinations would otherwise rebuild a 10,000-member snapshot 10,000
+    /// times.
+    pub fn passive_change_keeps_snapshot(&self, from: HealthState, to: HealthState) -> bool {
+        self.usable_passive_changes_keep_snapshot
+            && from != HealthState::Unhealthy
+            && to != HealthState::Unhealthy
     }
 
     /// The context of the available-destinations policy and of selection; `first_probes_pending`

@@ -7,8 +7,9 @@
 //! record and policy slots (`DestinationState`) -> the cluster's passive-policy slots
 //! (`ClusterRuntime::policy_state`, taken by a policy only on rare paths such as an ejection)
 //! -> the timer heap (`Timers::heap`). The record of loads (`config_record`) is taken alone or
-//! last, after the configuration lock. Picks and status take none of them but that record: they
-//! load snapshots.
+//! last, after the configuration lock. Picks take none of them: they load snapshots. The status
+//! view takes the configuration lock (so that it never shows half a reload), then each cluster's
+//! book in turn, then the record.
 
 use std::sync::Arc;
 use std::time::Duration;

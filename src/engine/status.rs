@@ -189,7 +189,13 @@ pub struct DestinationStatus {
 impl Engine {
     /// A point-in-time view of every cluster and destination, for dashboards and the CLI
     ///.
+    ///
+    /// A status taken while a configuration is being applied waits for it to be in force, so
+    /// that the clusters and the configuration's generation shown belong together.
     pub fn status(&self) -> EngineStatus {
+        // The configuration lock: a reload replaces the clusters' destinations one cluster after
+        // the other, then the table, then the generation; none of that is seen half done.
+        let _applied = self.core.config_lock.lock();
         let table = self.core.table();
         let now = self.core.clock.now();
         let clusters = table

@@ -230,6 +230,12 @@ impl ClusterRuntime {
                 }
             }
         }
+        if snapshot
+            .settings
+            .passive_change_keeps_snapshot(from, verdict.health)
+        {
+            return;
+        }
         let rebuilt = snapshot.rebuilt();
         self.publish(hub.as_deref(), &mut book, rebuilt, now);
     }
@@ -611,11 +617,19 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use arc_swap::Guard;
+
     use crate::clock::ManualClock;
+    use crate::cluster::snapshot::ClusterSnapshot;
     use crate::config::{ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig};
     use crate::destination::Destination;
     use crate::engine::Engine;
+    use crate::events::HealthEventKind;
     use crate::health::outcome::RequestOutcome;
+    use crate::health::state::HealthState;
+    use crate::policy::available::{
+        Availability, AvailableDestinationsPolicy, AvailablePolicyContext,
+    };
 
     fn engine(clock: &Arc<ManualClock>, limit: &str) -> Engine {
         let engine = Engine::builder().clock(clock.clone()).build();
@@ -719,5 +733,103 @@ mod tests {
             .unwrap();
         assert!(d.is_removed());
         assert!(!d.credit().is_granted());
+    }
+
+    fn passive_cluster(available: &str) -> Config {
+        Config::new().cluster(
+            ClusterConfig::new("c")
+                .passive(PassiveHealthCheckConfig::enabled())
+                .available_destinations_policy(available)
+                .destination(DestinationConfig::new("a", "http://127.0.0.1:1/"))
+                .destination(DestinationConfig::new("b", "http://127.0.0.1:2/")),
+        )
+    }
+
+    fn snapshot(engine: &Engine) -> Arc<ClusterSnapshot> {
+        Guard::into_inner(engine.core.snapshot("c").unwrap())
+    }
+
+    fn report_to(engine: &Engine, id: &str, outcome: RequestOutcome) {
+        let d = snapshot(engine)
+            .members
+            .iter()
+            .find(|d| d.id() == id)
+            .unwrap()
+            .clone();
+        crate::destination::handle::PickHandle::new(d).report(outcome);
+    }
+
+    /// Under the built-in policies a destination's first verdict (Unknown to Healthy) changes
+    /// nothing the snapshot holds: it is applied in place and announced, and the snapshot stays
+    /// the same object. Ejection and reactivation still rebuild it.
+    #[test]
+    fn a_first_healthy_verdict_keeps_the_snapshot() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = Engine::builder().clock(clock.clone()).build();
+        engine
+            .apply_config(passive_cluster("HealthyOrPanic"))
+            .unwrap();
+        let mut events = engine.subscribe();
+        let before = snapshot(&engine);
+        report_to(&engine, "a", RequestOutcome::Success);
+        report_to(&engine, "b", RequestOutcome::Success);
+        let after = snapshot(&engine);
+        assert!(Arc::ptr_eq(&before, &after), "no rebuild");
+        assert!(after
+            .members
+            .iter()
+            .all(|d| d.health().passive == HealthState::Healthy));
+        let changes = std::iter::from_fn(|| events.try_recv().ok())
+            .filter(|e| matches!(e.kind, HealthEventKind::HealthChanged { .. }))
+            .count();
+        assert_eq!(changes, 2, "each change is announced");
+        // Ejected: rebuilt without it.
+        while snapshot(&engine).available.len() == 2 {
+            report_to(&engine, "a", RequestOutcome::TransportFailure);
+        }
+        let ejected = snapshot(&engine);
+        assert!(!Arc::ptr_eq(&after, &ejected));
+        assert_eq!(ejected.best.len(), 1);
+        assert_eq!(ejected.best[0].id(), "b");
+    }
+
+    /// Admits only destinations judged Healthy: it tells passive Unknown from Healthy.
+    struct JudgedOnly;
+    impl AvailableDestinationsPolicy for JudgedOnly {
+        fn available(
+            &self,
+            _: &AvailablePolicyContext<'_>,
+            all: &[Arc<Destination>],
+        ) -> Availability {
+            Availability {
+                destinations: all
+                    .iter()
+                    .filter(|d| d.health().passive == HealthState::Healthy)
+                    .cloned()
+                    .collect(),
+                panic: false,
+            }
+        }
+    }
+
+    /// A custom available-destinations policy may tell Unknown from Healthy: every passive change
+    /// rebuilds the snapshot for it.
+    #[test]
+    fn a_custom_available_policy_sees_every_first_verdict() {
+        let engine = Engine::builder()
+            .clock(Arc::new(ManualClock::new()))
+            .available_destinations_policy("JudgedOnly", JudgedOnly)
+            .build();
+        engine.apply_config(passive_cluster("JudgedOnly")).unwrap();
+        assert!(snapshot(&engine).available.is_empty());
+        report_to(&engine, "b", RequestOutcome::Success);
+        let ids: Vec<_> = snapshot(&engine)
+            .available
+            .iter()
+            .map(|d| d.id().to_string())
+            .collect();
+        assert_eq!(ids, ["b"]);
+        report_to(&engine, "a", RequestOutcome::Success);
+        assert_eq!(snapshot(&engine).available.len(), 2);
     }
 }

@@ -3,6 +3,7 @@
 //! Evaluated whenever a health part of a cluster's destination changes and on config change,
 //! never on the request path.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use crate::destination::Destination;
@@ -80,7 +81,11 @@ impl AvailablePolicyContext<'_> {
 }
 
 /// Chooses the available destinations of a cluster (YARP's `IAvailableDestinationsPolicy`).
-pub trait AvailableDestinationsPolicy: Send + Sync + 'static {
+///
+/// (`Any` is implied by `'static`: it lets the engine recognise its own built-in policies, whose
+/// answers it knows do not depend on a destination being passive Unknown rather than Healthy; a
+/// custom policy is asked again after every health change.)
+pub trait AvailableDestinationsPolicy: Any + Send + Sync + 'static {
     /// The destinations of `all` (config order) that may receive traffic.
     fn available(&self, ctx: &AvailablePolicyContext<'_>, all: &[Arc<Destination>])
         -> Availability;

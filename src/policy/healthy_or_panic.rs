@@ -1,6 +1,7 @@
 //! The built-in available-destinations policies: `HealthyAndUnknown`, and
 //! `HealthyOrPanic` (the default), which lets every destination through when none is healthy.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
@@ -51,4 +52,12 @@ impl AvailableDestinationsPolicy for HealthyOrPanic {
             healthy
         }
     }
+}
+
+/// Whether `policy` is one of the built-ins here. They tell destinations apart only by
+/// [`AvailablePolicyContext::is_excluded`], which a passive health of Unknown or Healthy never
+/// sets: a passive change between those two leaves their answer as it was.
+pub(crate) fn is_built_in(policy: &dyn AvailableDestinationsPolicy) -> bool {
+    let policy: &dyn Any = policy;
+    policy.is::<HealthyOrPanic>() || policy.is::<HealthyAndUnknown>()
 }

@@ -9,6 +9,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
+use super::first_alphabetical::FirstAlphabetical;
+use super::least_requests::LeastRequests;
 use super::power_of_two::PowerOfTwoChoices;
 use super::random::Random;
 use super::round_robin::RoundRobin;
@@ -60,6 +62,18 @@ impl Direct {
             Direct::Policy => policy.pick(ctx, group),
         }
     }
+}
+
+/// Whether `policy` is one of the five built-in load balancers, whose
+/// [`prepare`](LoadBalancingPolicy::prepare) reads the group's ids and weights and never its
+/// health (a custom policy's may).
+pub(crate) fn is_built_in(policy: &dyn LoadBalancingPolicy) -> bool {
+    let policy: &dyn Any = policy;
+    policy.is::<PowerOfTwoChoices>()
+        || policy.is::<RoundRobin>()
+        || policy.is::<LeastRequests>()
+        || policy.is::<Random>()
+        || policy.is::<FirstAlphabetical>()
 }
 
 #[cfg(test)]
