@@ -761,11 +761,12 @@ mod tests {
 
     /// Under the built-in policies a destination's first verdict (Unknown to Healthy) changes
     /// nothing the snapshot holds: it is applied in place and announced, and the snapshot stays
-    /// the same object. Ejection and reactivation still rebuild it.
+    /// the same object. An ejection still rebuilds it.
     #[test]
     fn a_first_healthy_verdict_keeps_the_snapshot() {
-        let clock = Arc::new(ManualClock::new());
-        let engine = Engine::builder().clock(clock.clone()).build();
+        let engine = Engine::builder()
+            .clock(Arc::new(ManualClock::new()))
+            .build();
         engine
             .apply_config(passive_cluster("HealthyOrPanic"))
             .unwrap();
