@@ -89,6 +89,15 @@
 //!   of them shows up as a difference between them; on a shared machine that moves single
 //!   figures by 10-50% from run to run. Interleaving cancels that out.
 //!
+//!   Each arm's timed one-thread batch follows an untimed batch of the same operations (since
+//!   2026-12-05), so that every arm is measured with its own data in the caches, as criterion
+//!   measures after its warm-up. Without it, an arm began its timed batch with the caches holding
+//!   what the arms before it left; that costs most where an arm's data is its own and large, the
+//!   engines' 10,000 destinations, while the floors share one array of slots and keep each
+//!   other's data warm (on the 512 KiB-L2 host of 2026-12-05, Random at 10,000: 37.4 ns cold,
+//!   31.4 ns warm; its floor 24.4 and 21.7 ns). `HEALTHPICK_BENCH_COLD=1` runs the batches cold,
+//!   as the figures before that date were measured.
+//!
 //!   `HEALTHPICK_BENCH_SIZES=100,10000` and `HEALTHPICK_BENCH_ARMS=RoundRobin,pick_report_drop`
 //!   narrow the paired run to those sizes and arms (the baseline and the arms' floors always run).
 //!   Fewer arms also means warmer caches at 10,000 destinations: each arm starts its batch with
@@ -678,11 +687,17 @@ fn bench_paired(_: &mut Criterion) {
     if !has("--bench") || has("--test") || has("--list") || has("--profile-time") {
         return;
     }
+    let (only_sizes, only_arms) = paired_filters();
+    let warm_up = std::env::var_os("HEALTHPICK_BENCH_COLD").is_none();
     println!(
         "\npaired comparison ({PAIRED_ROUNDS} rounds; per arm and batch 20,000 picks or 20 per \
-         destination, whichever is more, for scanning arms 2,000,000 / n; order rotating):"
+         destination, whichever is more, for scanning arms 2,000,000 / n; order rotating; {}):",
+        if warm_up {
+            "each one-thread batch after an untimed one"
+        } else {
+            "cold batches"
+        }
     );
-    let (only_sizes, only_arms) = paired_filters();
     for n in SIZES {
         if only_sizes.as_ref().is_some_and(|sizes| !sizes.contains(&n)) {
             continue;
@@ -836,6 +851,11 @@ fn bench_paired(_: &mut Criterion) {
                     continue;
                 }
                 let Arm { batch, op, .. } = &arms[index];
+                if warm_up {
+                    for _ in 0..*batch {
+                        op();
+                    }
+                }
                 let start = Instant::now();
                 for _ in 0..*batch {
                     op();

@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 thread_local! {
-    static THREAD_RNG: RefCell<SmallRng> = RefCell::new(SmallRng::seed_from_u64(rand::random()));
+    static THREAD_RNG: RefCell<SmallRng> = RefCell::new(thread_generator());
 }
 
 /// Where random picks come from.
@@ -32,18 +32,13 @@ impl RandomSource {
         }
     }
 
-    /// Uniform in `0..n`; 0 when `n` is 0.
-    ///
-    /// One 64-bit draw scaled to the range by a multiply and a shift (Lemire's method without
-    /// the rejection step): no division and no second draw on the pick path. The bias this
-    /// leaves is below `n / 2^64` per index, far below what any load balancer could notice.
+    /// Uniform in `0..n`; 0 when `n` is 0. See [`scaled_index`].
     #[inline]
     pub fn index(&self, n: usize) -> usize {
         if n <= 1 {
             return 0;
         }
-        let draw = self.with(|rng| rng.next_u64());
-        ((u128::from(draw) * n as u128) >> 64) as usize
+        scaled_index(self.next_u64(), n)
     }
 
     /// 64 uniform random bits.
@@ -52,31 +47,72 @@ impl RandomSource {
         self.with(|rng| rng.next_u64())
     }
 
-    /// Two distinct uniform indices in `0..n` from one 64-bit draw; `(0, 0)` when `n` < 2.
-    ///
-    /// Each 32-bit half of the draw is scaled to its range by a multiply and a shift (Lemire's
-    /// method without the rejection step): `i` from the high half over `0..n`, `j` from the low
-    /// half over `0..n-1`, skipping `i`. No division on the pick path; the bias this leaves is
-    /// below `n / 2^32` per index (under 3 parts per million at 10,000 destinations).
+    /// The draws of one pick made on a thread whose pick cache keeps `own`, a generator of its
+    /// own: that one for a per-thread source (no second thread-local lookup on the pick path),
+    /// the seeded generator otherwise.
     #[inline]
-    pub fn two_distinct(&self, n: usize) -> (usize, usize) {
+    pub fn draws<'a>(&'a self, own: &'a RefCell<SmallRng>) -> Draws<'a> {
+        match self {
+            RandomSource::PerThread => Draws::Own(own),
+            RandomSource::Seeded(_) => Draws::Source(self),
+        }
+    }
+}
+
+/// Runs `f` with this thread's generator (the one a per-thread source draws from off the pick
+/// path).
+pub(crate) fn with_thread_generator<R>(f: impl FnOnce(&RefCell<SmallRng>) -> R) -> R {
+    THREAD_RNG.with(f)
+}
+
+/// A new per-thread generator, seeded from the OS.
+pub(crate) fn thread_generator() -> SmallRng {
+    SmallRng::seed_from_u64(rand::random())
+}
+
+/// Where one pick's random draws come from.
+#[derive(Clone, Copy)]
+pub(crate) enum Draws<'a> {
+    /// A generator the picking thread keeps beside its pick cache.
+    Own(&'a RefCell<SmallRng>),
+    /// The engine's source: its seeded generator, or this thread's.
+    Source(&'a RandomSource),
+}
+
+impl Draws<'_> {
+    /// 64 uniform random bits.
+    #[inline(always)]
+    pub fn next_u64(self) -> u64 {
+        match self {
+            Draws::Own(rng) => rng.borrow_mut().next_u64(),
+            Draws::Source(source) => source.next_u64(),
+        }
+    }
+
+    /// Uniform in `0..n`; 0 when `n` is 0. See [`scaled_index`].
+    #[inline(always)]
+    pub fn index(self, n: usize) -> usize {
+        if n <= 1 {
+            return 0;
+        }
+        scaled_index(self.next_u64(), n)
+    }
+
+    /// Two distinct uniform indices in `0..n`; `(0, 0)` when `n` < 2. See [`two_distinct_of`].
+    #[inline(always)]
+    pub fn two_distinct(self, n: usize) -> (usize, usize) {
         if n < 2 {
             return (0, 0);
         }
         let Ok(n32) = u32::try_from(n) else {
             return self.two_distinct_wide(n);
         };
-        let draw = self.with(|rng| rng.next_u64());
-        let i = ((draw >> 32) * u64::from(n32)) >> 32;
-        let j = ((draw & 0xffff_ffff) * u64::from(n32 - 1)) >> 32;
-        // Skip `i` without a branch: it would be taken at random, so mispredicted half the time.
-        let j = j + u64::from(j >= i);
-        (i as usize, j as usize)
+        two_distinct_of(self.next_u64(), n32)
     }
 
     /// [`two_distinct`](Self::two_distinct) for groups of 2^32 destinations or more.
     #[cold]
-    fn two_distinct_wide(&self, n: usize) -> (usize, usize) {
+    fn two_distinct_wide(self, n: usize) -> (usize, usize) {
         let i = self.index(n);
         let mut j = self.index(n - 1);
         if j >= i {
@@ -86,16 +122,38 @@ impl RandomSource {
     }
 }
 
+/// `draw` scaled to `0..n` by a multiply and a shift (Lemire's method without the rejection
+/// step): no division and no second draw on the pick path. The bias this leaves is below
+/// `n / 2^64` per index, far below what any load balancer could notice.
+#[inline(always)]
+fn scaled_index(draw: u64, n: usize) -> usize {
+    ((u128::from(draw) * n as u128) >> 64) as usize
+}
+
+/// Two distinct indices in `0..n` (`n` >= 2) from one 64-bit draw: each 32-bit half is scaled
+/// to its range by a multiply and a shift (Lemire's method without the rejection step), `i` from
+/// the high half over `0..n`, `j` from the low half over `0..n-1`, skipping `i`. No division on
+/// the pick path; the bias this leaves is below `n / 2^32` per index (under 3 parts per million
+/// at 10,000 destinations).
+#[inline(always)]
+fn two_distinct_of(draw: u64, n: u32) -> (usize, usize) {
+    let i = ((draw >> 32) * u64::from(n)) >> 32;
+    let j = ((draw & 0xffff_ffff) * u64::from(n - 1)) >> 32;
+    // Skip `i` without a branch: it would be taken at random, so mispredicted half the time.
+    let j = j + u64::from(j >= i);
+    (i as usize, j as usize)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::RandomSource;
+    use super::{Draws, RandomSource};
 
     #[test]
     fn two_distinct_covers_every_ordered_pair_and_never_repeats() {
         let rng = RandomSource::seeded(7);
         let mut seen = [[0u32; 4]; 4];
         for _ in 0..4000 {
-            let (i, j) = rng.two_distinct(4);
+            let (i, j) = Draws::Source(&rng).two_distinct(4);
             assert_ne!(i, j);
             seen[i][j] += 1;
         }

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::hub::Hub;
 use super::status::ConfigRejection;
-use super::table::{load, with_snapshot, ClusterTable, Counter, TableCell};
+use super::table::{load, with_snapshot, ClusterTable, Picking, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::config::model::HealthPolicyOptions;
@@ -68,12 +68,8 @@ impl EngineCore {
 
     /// Runs `f` on the current snapshot of `cluster`, through this thread's pick cache (the
     /// pick path).
-    #[inline]
-    pub fn with_snapshot<R>(
-        &self,
-        cluster: &str,
-        f: impl FnOnce(Option<(&ClusterSnapshot, Counter<'_>)>) -> R,
-    ) -> R {
+    #[inline(always)]
+    pub fn with_snapshot<R>(&self, cluster: &str, f: impl FnOnce(Option<Picking<'_>>) -> R) -> R {
         with_snapshot(&self.table, cluster, f)
     }
 }

@@ -6,14 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::table::Counter;
+use super::table::{Counter, Picking};
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
 use crate::error::PickError;
 use crate::health::state::HealthClass;
-use crate::selection::balancing::{PickContext, Prepared};
+use crate::rng::Draws;
+use crate::selection::balancing::Prepared;
 use crate::selection::direct::Direct;
 use crate::selection::group::best_group_excluding;
 
@@ -114,51 +115,69 @@ impl Engine {
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
         self.core
-            .with_snapshot(cluster, |picking| match picking {
-                Some((snapshot, counter)) => self.choose(
-                    snapshot,
-                    &snapshot.best,
-                    &snapshot.prepared,
-                    snapshot.direct,
-                    &counter,
-                ),
-                None => Picked::miss(Miss::UnknownCluster),
-            })
+            // Inlined into the pick cache's lookup: LLVM would not inline a closure this big.
+            .with_snapshot(
+                cluster,
+                #[inline(always)]
+                |picking| self.pick_from(picking),
+            )
             .into_result(cluster)
+    }
+
+    /// A pick from what the pick cache found for the cluster (`None`: no such cluster).
+    #[inline(always)]
+    fn pick_from(&self, picking: Option<Picking<'_>>) -> Picked {
+        match picking {
+            Some(picking) => self.choose_best(picking),
+            None => Picked::miss(Miss::UnknownCluster),
+        }
+    }
+
+    /// Picks from the best group of the snapshot `picking` read.
+    #[inline(always)]
+    fn choose_best(&self, picking: Picking<'_>) -> Picked {
+        let Picking {
+            snapshot,
+            counter,
+            rng,
+        } = picking;
+        self.choose(
+            snapshot,
+            &snapshot.best,
+            &snapshot.prepared,
+            snapshot.direct,
+            counter,
+            self.core.rng.draws(rng),
+        )
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
     /// returned without consulting it.
-    #[inline]
+    #[inline(always)]
     fn choose(
         &self,
         snapshot: &ClusterSnapshot,
         group: &[Arc<Destination>],
         prepared: &Prepared,
         direct: Direct,
-        counter: &Counter<'_>,
+        counter: Counter<'_>,
+        rng: Draws<'_>,
     ) -> Picked {
-        let index = match group.len() {
+        let destination = match group.len() {
             0 => return Picked::miss(nothing_to_pick(snapshot)),
-            1 => 0,
+            1 => &group[0],
             n => {
-                let next = || counter.next();
-                let ctx = PickContext {
-                    rng: &self.core.rng,
-                    counter: &next,
-                    prepared,
-                };
+                let next = move || counter.next();
                 let policy = &*snapshot.settings.policies.load_balancing.policy;
-                let i = direct.pick(policy, &ctx, group);
+                let i = direct.pick(policy, rng, &next, prepared, group);
                 // Custom policies may answer out of range; `%` only then (it costs a division).
-                if i < n {
-                    i
-                } else {
-                    i % n
+                match group.get(i) {
+                    Some(destination) => destination,
+                    None => &group[i % n],
                 }
             }
         };
-        Picked::hit(PickHandle::new(group[index].clone()))
+        Picked::hit(PickHandle::new(destination.clone()))
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`, a group computed for one
@@ -173,7 +192,8 @@ impl Engine {
         let prepared = policy.prepare(group);
         let counter = Counter::Shared(&snapshot.counter);
         let direct = Direct::of(policy, &prepared);
-        self.choose(snapshot, group, &prepared, direct, &counter)
+        let rng = Draws::Source(&self.core.rng);
+        self.choose(snapshot, group, &prepared, direct, counter, rng)
             .into_result(cluster)
     }
 
@@ -253,20 +273,18 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
-        let picked = self.core.with_snapshot(cluster, |picking| match picking {
-            Some((snapshot, _)) if snapshot.warming => None,
-            Some((snapshot, counter)) => Some((
-                self.choose(
-                    snapshot,
-                    &snapshot.best,
-                    &snapshot.prepared,
-                    snapshot.direct,
-                    &counter,
-                ),
-                snapshot.settings.activity_timeout,
-            )),
-            None => Some((Picked::miss(Miss::UnknownCluster), None)),
-        });
+        let picked = self.core.with_snapshot(
+            cluster,
+            #[inline(always)]
+            |picking| match picking {
+                Some(picking) if picking.snapshot.warming => None,
+                Some(picking) => Some((
+                    self.choose_best(picking),
+                    picking.snapshot.settings.activity_timeout,
+                )),
+                None => Some((Picked::miss(Miss::UnknownCluster), None)),
+            },
+        );
         picked.map(|(picked, timeout)| picked.into_result(cluster).map(|pick| (pick, timeout)))
     }
 
@@ -344,17 +362,15 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
-        let picked = self.core.with_snapshot(cluster, |picking| match picking {
-            Some((snapshot, _)) if snapshot.warming => None,
-            Some((snapshot, counter)) => Some(self.choose(
-                snapshot,
-                &snapshot.best,
-                &snapshot.prepared,
-                snapshot.direct,
-                &counter,
-            )),
-            None => Some(Picked::miss(Miss::UnknownCluster)),
-        });
+        let picked = self.core.with_snapshot(
+            cluster,
+            #[inline(always)]
+            |picking| match picking {
+                Some(picking) if picking.snapshot.warming => None,
+                Some(picking) => Some(self.choose_best(picking)),
+                None => Some(Picked::miss(Miss::UnknownCluster)),
+            },
+        );
         picked.map(|picked| picked.into_result(cluster))
     }
 

@@ -15,10 +15,12 @@ use std::sync::{Arc, Weak};
 
 use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
+use rand::rngs::SmallRng;
 
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::ids::with_folded;
+use crate::rng::{thread_generator, with_thread_generator};
 
 /// Every cluster, in config order, with its folded id.
 #[derive(Default)]
@@ -48,19 +50,17 @@ impl ClusterTable {
     }
 
     /// Where a cluster sits in the table (config order).
-    #[inline]
+    #[inline(always)]
     fn position(&self, id: &str) -> Option<usize> {
         if self.entries.len() > SCAN_LIMIT {
             return self.position_indexed(id);
         }
         // Usual case: the caller spells the id as its folded form (lowercase ids, or the same
         // constant on every call): equal bytes, found without folding anything.
-        if let Some(position) = self
-            .entries
-            .iter()
-            .position(|(key, _)| same_bytes(key.as_bytes(), id.as_bytes()))
-        {
-            return Some(position);
+        for (position, (key, _)) in self.entries.iter().enumerate() {
+            if same_bytes(key.as_bytes(), id.as_bytes()) {
+                return Some(position);
+            }
         }
         self.position_folded(id)
     }
@@ -94,16 +94,33 @@ impl ClusterTable {
 
 /// Whether `a` and `b` hold the same bytes, compared in place: cluster ids are short, and a call
 /// to `memcmp` per table entry cost more than the comparison (seen in `perf` on the pick path).
+/// Up to 16 bytes, two overlapping words from each end (three bytes below four) cover every byte
+/// without a loop, as `memcmp` implementations do; a loop over bytes compiled to a vectorised
+/// loop whose set-up cost more than comparing a short id. Longer ids use the library comparison.
 #[inline(always)]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    let mut differ = 0u8;
-    for (x, y) in a.iter().zip(b) {
-        differ |= x ^ y;
+    match n {
+        0 => true,
+        1..=3 => (a[0] ^ b[0]) | (a[n / 2] ^ b[n / 2]) | (a[n - 1] ^ b[n - 1]) == 0,
+        4..=8 => {
+            let word =
+                |s: &[u8], at: usize| u32::from_ne_bytes([s[at], s[at + 1], s[at + 2], s[at + 3]]);
+            (word(a, 0) ^ word(b, 0)) | (word(a, n - 4) ^ word(b, n - 4)) == 0
+        }
+        9..=16 => {
+            let word = |s: &[u8], at: usize| {
+                let mut bytes = [0; 8];
+                bytes.copy_from_slice(&s[at..at + 8]);
+                u64::from_ne_bytes(bytes)
+            };
+            (word(a, 0) ^ word(b, 0)) | (word(a, n - 8) ^ word(b, n - 8)) == 0
+        }
+        _ => a == b,
     }
-    differ == 0
 }
 
 /// Where the table is published: shared with each thread's cache of it.
@@ -118,6 +135,9 @@ struct PickCache {
     snapshots: Vec<Option<Entry>>,
     /// This thread's round-robin cursors, one per cluster; they outlive table changes.
     cursors: Vec<ThreadCursor>,
+    /// This thread's random generator for picks (engines with a per-thread source), kept here
+    /// so that a pick finds it with the cache instead of a second thread-local lookup.
+    rng: RefCell<SmallRng>,
 }
 
 /// One cluster in a thread's cache.
@@ -140,7 +160,18 @@ struct ThreadCursor {
 /// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
 const OFFSET_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// What a pick reads: the cluster's snapshot, and where its round-robin counter comes from.
+/// What a pick reads: the cluster's snapshot, where its round-robin counter comes from, and
+/// this thread's random generator.
+#[derive(Clone, Copy)]
+pub(crate) struct Picking<'a> {
+    pub snapshot: &'a ClusterSnapshot,
+    pub counter: Counter<'a>,
+    /// The generator a per-thread random source draws from on this thread.
+    pub rng: &'a RefCell<SmallRng>,
+}
+
+/// Where a pick's round-robin counter comes from.
+#[derive(Clone, Copy)]
 pub(crate) enum Counter<'a> {
     /// This thread's own cursor.
     Thread(&'a Cell<usize>),
@@ -173,45 +204,60 @@ thread_local! {
 /// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster) and the
 /// round-robin counter picks advance: the pick path. Loads nothing shared while the table and
 /// the snapshot are unchanged, and writes nothing shared.
-#[inline]
+#[inline(always)]
 pub(crate) fn with_snapshot<R>(
     cell: &TableCell,
     cluster: &str,
-    f: impl FnOnce(Option<(&ClusterSnapshot, Counter<'_>)>) -> R,
+    f: impl FnOnce(Option<Picking<'_>>) -> R,
 ) -> R {
-    PICKS.with(|slot| {
-        let Ok(mut slot) = slot.try_borrow_mut() else {
-            // A pick from inside a pick (a policy that picks): no cache, same answer.
-            let snapshot = load(cell, cluster);
-            return f(snapshot
-                .as_deref()
-                .map(|s| (&**s, Counter::Shared(&s.counter))));
-        };
-        let picks = match &mut *slot {
-            Some(picks) if std::ptr::eq(picks.table.arc_swap(), &**cell) => picks,
-            other => other.insert(PickCache {
-                table: Cache::new(cell.clone()),
-                seen: std::ptr::null(),
-                snapshots: Vec::new(),
-                cursors: Vec::new(),
-            }),
-        };
-        let table = picks.table.load();
-        if Arc::as_ptr(table) != picks.seen {
-            picks.seen = Arc::as_ptr(table);
-            picks.snapshots.clear();
+    PICKS.with(|slot| with_cache(slot, cell, cluster, f))
+}
+
+/// [`with_snapshot`] with this thread's pick cache. Out of line, so that the thread-local lookup
+/// in [`with_snapshot`] is inlined into the caller (a direct access rather than a call through
+/// the key's accessor); `f` is called in one place only, so that it is inlined here.
+#[inline(never)]
+fn with_cache<R>(
+    slot: &RefCell<Option<PickCache>>,
+    cell: &TableCell,
+    cluster: &str,
+    f: impl FnOnce(Option<Picking<'_>>) -> R,
+) -> R {
+    let Ok(mut slot) = slot.try_borrow_mut() else {
+        return pick_inside_pick(cell, cluster, f);
+    };
+    let picks = match &mut *slot {
+        Some(picks) if std::ptr::eq(picks.table.arc_swap(), &**cell) => picks,
+        other => other.insert(PickCache {
+            table: Cache::new(cell.clone()),
+            seen: std::ptr::null(),
+            snapshots: Vec::new(),
+            cursors: Vec::new(),
+            rng: RefCell::new(thread_generator()),
+        }),
+    };
+    f(picks.find(cluster))
+}
+
+impl PickCache {
+    /// What a pick from `cluster` reads: its current snapshot, this thread's cursor for it and
+    /// generator; `None` when the table has no such cluster.
+    #[inline(always)]
+    fn find(&mut self, cluster: &str) -> Option<Picking<'_>> {
+        let table = self.table.load();
+        if Arc::as_ptr(table) != self.seen {
+            self.seen = Arc::as_ptr(table);
+            self.snapshots.clear();
         }
-        let Some(position) = table.position(cluster) else {
-            return f(None);
-        };
-        if picks.snapshots.len() <= position {
-            picks.snapshots.resize_with(table.entries.len(), || None);
+        let position = table.position(cluster)?;
+        if self.snapshots.len() <= position {
+            self.snapshots.resize_with(table.entries.len(), || None);
         }
-        let entry = match &mut picks.snapshots[position] {
+        let entry = match &mut self.snapshots[position] {
             Some(entry) => entry,
             empty => {
                 let runtime = &table.entries[position].1;
-                let cursor = cursor_of(&mut picks.cursors, &runtime.counter);
+                let cursor = cursor_of(&mut self.cursors, &runtime.counter);
                 empty.insert(Entry {
                     snapshot: Cache::new(runtime.cell.clone()),
                     cursor,
@@ -219,11 +265,31 @@ pub(crate) fn with_snapshot<R>(
             }
         };
         let snapshot = entry.snapshot.load();
-        let cursor = &mut picks.cursors[entry.cursor].next;
-        let counter = Cell::new(*cursor);
-        let result = f(Some((snapshot, Counter::Thread(&counter))));
-        *cursor = counter.get();
-        result
+        let cursor = Cell::from_mut(&mut self.cursors[entry.cursor].next);
+        Some(Picking {
+            snapshot,
+            counter: Counter::Thread(cursor),
+            rng: &self.rng,
+        })
+    }
+}
+
+/// A pick from inside a pick (a policy that picks): no cache, same answer, with the cluster's
+/// shared counter and the thread's other generator.
+#[cold]
+#[inline(never)]
+fn pick_inside_pick<R>(
+    cell: &TableCell,
+    cluster: &str,
+    f: impl FnOnce(Option<Picking<'_>>) -> R,
+) -> R {
+    let snapshot = load(cell, cluster);
+    with_thread_generator(|rng| {
+        f(snapshot.as_deref().map(|s| Picking {
+            snapshot: s,
+            counter: Counter::Shared(&s.counter),
+            rng,
+        }))
     })
 }
 
@@ -275,4 +341,27 @@ fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>) -> usi
 /// The current snapshot of `cluster`, loaded without the pick cache (off the pick path).
 pub(crate) fn load(cell: &TableCell, cluster: &str) -> Option<Guard<Arc<ClusterSnapshot>>> {
     cell.load().get(cluster).map(|runtime| runtime.cell.load())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    /// Every length up to past the word cases, equal and with one byte changed at each
+    /// position: the overlapping words must see every byte.
+    #[test]
+    fn same_bytes_sees_every_byte() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i % 26).collect();
+            assert!(same_bytes(&a, &a.clone()), "equal, length {n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "byte {at} of {n} differs");
+            }
+            let mut longer = a.clone();
+            longer.push(b'x');
+            assert!(!same_bytes(&a, &longer), "lengths {n} and {}", n + 1);
+        }
+    }
 }

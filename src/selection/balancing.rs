@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::destination::Destination;
-use crate::rng::RandomSource;
+use crate::rng::Draws;
 
 /// Picks one destination out of a best group (YARP's `ILoadBalancingPolicy`).
 ///
@@ -104,7 +104,7 @@ impl std::fmt::Debug for Prepared {
 /// Per-pick services for load-balancing policies: the engine's random source, the cluster's
 /// round-robin counter, and what the policy prepared for the group.
 pub struct PickContext<'a> {
-    pub(crate) rng: &'a RandomSource,
+    pub(crate) rng: Draws<'a>,
     pub(crate) counter: &'a dyn Fn() -> usize,
     pub(crate) prepared: &'a Prepared,
 }

@@ -15,6 +15,7 @@ use super::power_of_two::PowerOfTwoChoices;
 use super::random::Random;
 use super::round_robin::RoundRobin;
 use crate::destination::Destination;
+use crate::rng::Draws;
 
 /// How picks from one prepared group are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,19 +48,30 @@ impl Direct {
         }
     }
 
-    /// The index `policy` picks in `group` (length >= 2).
-    #[inline]
+    /// The index `policy` picks in `group` (length >= 2), with `rng`'s draws, the round-robin
+    /// `counter` and what was `prepared` for the group. The context a policy object gets is
+    /// built only for a call through the object.
+    #[inline(always)]
     pub fn pick(
         self,
         policy: &dyn LoadBalancingPolicy,
-        ctx: &PickContext<'_>,
+        rng: Draws<'_>,
+        counter: &impl Fn() -> usize,
+        prepared: &Prepared,
         group: &[Arc<Destination>],
     ) -> usize {
         match self {
-            Direct::Random => Random::pick_unweighted(ctx, group.len()),
-            Direct::PowerOfTwoChoices => PowerOfTwoChoices::pick_unweighted(ctx, group),
-            Direct::RoundRobin => RoundRobin::pick_unweighted(ctx, group.len()),
-            Direct::Policy => policy.pick(ctx, group),
+            Direct::Random => Random::pick_unweighted(rng, group.len()),
+            Direct::PowerOfTwoChoices => PowerOfTwoChoices::pick_unweighted(rng, group),
+            Direct::RoundRobin => RoundRobin::pick_unweighted(counter(), group.len()),
+            Direct::Policy => policy.pick(
+                &PickContext {
+                    rng,
+                    counter,
+                    prepared,
+                },
+                group,
+            ),
         }
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
 use super::weights::{self, AliasTable};
 use crate::destination::Destination;
+use crate::rng::Draws;
 
 /// Two distinct random indices i != j (i by weight in a weighted group); fewer in flight (per
 /// unit of weight) wins, ties to i.
@@ -28,9 +29,9 @@ struct Weights {
 
 impl PowerOfTwoChoices {
     /// The pick of an unweighted group (length >= 2).
-    #[inline]
-    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        let (i, j) = ctx.two_random_indices(group.len());
+    #[inline(always)]
+    pub(crate) fn pick_unweighted(rng: Draws<'_>, group: &[Arc<Destination>]) -> usize {
+        let (i, j) = rng.two_distinct(group.len());
         // A select rather than a branch: under real load the comparison goes either way.
         let j_wins = group[j].in_flight() < group[i].in_flight();
         [i, j][usize::from(j_wins)]
@@ -50,7 +51,7 @@ impl LoadBalancingPolicy for PowerOfTwoChoices {
 
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         let Some(Weights { weights: w, table }) = ctx.prepared::<Weights>() else {
-            return PowerOfTwoChoices::pick_unweighted(ctx, group);
+            return PowerOfTwoChoices::pick_unweighted(ctx.rng, group);
         };
         let i = table.index(ctx.random_u64());
         let other = ctx.random_index(group.len() - 1);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
 use super::weights::{self, AliasTable};
 use crate::destination::Destination;
+use crate::rng::Draws;
 
 /// Random choice, weighted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -14,9 +15,9 @@ pub struct Random;
 
 impl Random {
     /// The pick of an unweighted group of `n` (>= 2): one uniform index.
-    #[inline]
-    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, n: usize) -> usize {
-        ctx.random_index(n)
+    #[inline(always)]
+    pub(crate) fn pick_unweighted(rng: Draws<'_>, n: usize) -> usize {
+        rng.index(n)
     }
 }
 
@@ -31,7 +32,7 @@ impl LoadBalancingPolicy for Random {
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
         match ctx.prepared::<AliasTable>() {
             Some(table) => table.index(ctx.random_u64()),
-            None => Random::pick_unweighted(ctx, group.len()),
+            None => Random::pick_unweighted(ctx.rng, group.len()),
         }
     }
 }

@@ -16,10 +16,11 @@ pub struct RoundRobin;
 struct Cycle(Vec<u32>);
 
 impl RoundRobin {
-    /// The pick of an unweighted group of `n` (>= 2): the counter mod `n`.
-    #[inline]
-    pub(crate) fn pick_unweighted(ctx: &PickContext<'_>, n: usize) -> usize {
-        ctx.next_counter() % n
+    /// The pick of an unweighted group of `n` (>= 2) at counter value `counter`: the counter
+    /// mod `n`.
+    #[inline(always)]
+    pub(crate) fn pick_unweighted(counter: usize, n: usize) -> usize {
+        counter % n
     }
 }
 
@@ -36,7 +37,7 @@ impl LoadBalancingPolicy for RoundRobin {
             Some(Cycle(cycle)) if !cycle.is_empty() => {
                 cycle[ctx.next_counter() % cycle.len()] as usize
             }
-            _ => RoundRobin::pick_unweighted(ctx, group.len()),
+            _ => RoundRobin::pick_unweighted(ctx.next_counter(), group.len()),
         }
     }
 }
