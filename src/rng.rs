@@ -32,13 +32,10 @@ impl RandomSource {
         }
     }
 
-    /// Uniform in `0..n`; 0 when `n` is 0. See [`scaled_index`].
+    /// Uniform in `0..n`; 0 when `n` is 0 (as [`Draws::index`]).
     #[inline]
     pub fn index(&self, n: usize) -> usize {
-        if n <= 1 {
-            return 0;
-        }
-        scaled_index(self.next_u64(), n)
+        Draws::Source(self).index(n)
     }
 
     /// 64 uniform random bits.
