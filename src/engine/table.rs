@@ -15,12 +15,11 @@ use std::sync::{Arc, Weak};
 
 use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
-use rand::rngs::SmallRng;
 
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::ids::with_folded;
-use crate::rng::{thread_generator, with_thread_generator};
+use crate::rng::{with_thread_generator, LocalRng};
 
 /// Every cluster, in config order, with its folded id.
 #[derive(Default)]
@@ -137,7 +136,7 @@ struct PickCache {
     cursors: Vec<ThreadCursor>,
     /// This thread's random generator for picks (engines with a per-thread source), kept here
     /// so that a pick finds it with the cache instead of a second thread-local lookup.
-    rng: RefCell<SmallRng>,
+    rng: LocalRng,
 }
 
 /// One cluster in a thread's cache.
@@ -151,10 +150,10 @@ struct Entry {
 /// touching shared memory. The first thread to pick from a cluster starts at 0, so one thread
 /// sees the exact sequence 0, 1, 2, ...; every later thread starts at its own offset, so threads
 /// together still spread evenly.
-struct ThreadCursor {
+pub(crate) struct ThreadCursor {
     /// The cluster's shared counter, which hands out each thread's place.
     counter: Weak<AtomicUsize>,
-    next: usize,
+    next: Cell<usize>,
 }
 
 /// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
@@ -167,14 +166,18 @@ pub(crate) struct Picking<'a> {
     pub snapshot: &'a ClusterSnapshot,
     pub counter: Counter<'a>,
     /// The generator a per-thread random source draws from on this thread.
-    pub rng: &'a RefCell<SmallRng>,
+    pub rng: &'a LocalRng,
 }
 
 /// Where a pick's round-robin counter comes from.
 #[derive(Clone, Copy)]
 pub(crate) enum Counter<'a> {
-    /// This thread's own cursor.
-    Thread(&'a Cell<usize>),
+    /// This thread's own cursor: the one at `at` among its cursors, looked up only when the
+    /// policy counts (a pick by any other policy does not pay for finding it).
+    Thread {
+        cursors: &'a [ThreadCursor],
+        at: usize,
+    },
     /// The cluster's shared counter (picks from inside a pick, retries).
     Shared(&'a AtomicUsize),
 }
@@ -184,7 +187,8 @@ impl Counter<'_> {
     #[inline]
     pub fn next(&self) -> usize {
         match self {
-            Counter::Thread(cursor) => {
+            Counter::Thread { cursors, at } => {
+                let cursor = &cursors[*at].next;
                 let value = cursor.get();
                 cursor.set(value.wrapping_add(1));
                 value
@@ -233,7 +237,7 @@ fn with_cache<R>(
             seen: std::ptr::null(),
             snapshots: Vec::new(),
             cursors: Vec::new(),
-            rng: RefCell::new(thread_generator()),
+            rng: LocalRng::new(),
         }),
     };
     f(picks.find(cluster))
@@ -248,11 +252,9 @@ impl PickCache {
         if Arc::as_ptr(table) != self.seen {
             self.seen = Arc::as_ptr(table);
             self.snapshots.clear();
-        }
-        let position = table.position(cluster)?;
-        if self.snapshots.len() <= position {
             self.snapshots.resize_with(table.entries.len(), || None);
         }
+        let position = table.position(cluster)?;
         let entry = match &mut self.snapshots[position] {
             Some(entry) => entry,
             empty => {
@@ -265,10 +267,12 @@ impl PickCache {
             }
         };
         let snapshot = entry.snapshot.load();
-        let cursor = Cell::from_mut(&mut self.cursors[entry.cursor].next);
         Some(Picking {
             snapshot,
-            counter: Counter::Thread(cursor),
+            counter: Counter::Thread {
+                cursors: &self.cursors,
+                at: entry.cursor,
+            },
             rng: &self.rng,
         })
     }
@@ -333,7 +337,7 @@ fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>) -> usi
     let place = counter.fetch_add(1, Ordering::Relaxed) as u64;
     cursors.push(ThreadCursor {
         counter: Arc::downgrade(counter),
-        next: place.wrapping_mul(OFFSET_STEP) as usize,
+        next: Cell::new(place.wrapping_mul(OFFSET_STEP) as usize),
     });
     cursors.len() - 1
 }
