@@ -86,7 +86,8 @@ pub(crate) fn with_thread_generator<R>(f: impl FnOnce(&LocalRng) -> R) -> R {
 /// Where one pick's random draws come from.
 #[derive(Clone, Copy)]
 pub(crate) enum Draws<'a> {
-    /// A generator the picking thread keeps beside its pick cache.
+    /// A generator of the picking thread's own: the one beside its pick cache, or its
+    /// thread-local one for a pick from inside a pick.
     Own(&'a LocalRng),
     /// The engine's source: its seeded generator, or this thread's.
     Source(&'a RandomSource),
