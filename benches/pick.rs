@@ -37,9 +37,12 @@
 //!   machine gives at that moment (on a loaded or SMT-shared machine it is well below 2.0): judge
 //!   the pick scaling against it.
 //! - `baseline/arcswap_random_inflight{,_2threads}/{n}`: the baseline plus what a pick handle
-//!   costs at minimum: clone the chosen element's `Arc`, increment and decrement its in-flight
-//!   counter, drop the clone. The floor for a pick that counts requests in flight; on two threads
-//!   it shows the cost of cache lines moving between cores.
+//!   costs at minimum when it writes the chosen destination's own memory: clone the chosen
+//!   element's `Arc`, increment and decrement its in-flight counter, drop the clone. The floor
+//!   for a pick that counts requests in flight that way (the engine's way until 2026-12-05; it
+//!   now writes a count in a compact array and its thread's own ticket instead, so it can come
+//!   in under this floor at 10,000 destinations); on two threads it shows the cost of cache
+//!   lines moving between cores.
 //! - `baseline/arcswap_p2c_inflight{,_2threads}/{n}`: the floor of a PowerOfTwoChoices pick: two
 //!   random elements, both in-flight counts read, the one with fewer counted as above.
 //!
@@ -68,7 +71,8 @@
 //!   ```
 //!
 //!   The arms:
-//!   - `baseline` (as above) and the floors, the least any implementation of an arm costs:
+//!   - `baseline` (as above) and the floors, the least an arm costs when each pick clones the
+//!     chosen destination's `Arc` and counts it in flight beside it (see above):
 //!     `floor_random_inflight` and `floor_p2c_inflight` (the `baseline/arcswap_*_inflight`
 //!     operations); `floor_counter_inflight`, the same with a thread-local counter for the index
 //!     (RoundRobin's floor); `floor_fixed_inflight`, the same with the index known in advance
@@ -665,7 +669,8 @@ fn count_once(slot: &Arc<Slot>) {
 /// One arm of the paired comparison.
 struct Arm<'a> {
     name: String,
-    /// The arm whose operation is this one's floor (the least any implementation of it costs).
+    /// The arm whose operation is this one's floor (the least it costs when a pick writes the
+    /// chosen destination's own memory).
     floor: Option<usize>,
     batch: u64,
     op: Box<dyn Fn() + Sync + 'a>,

@@ -466,3 +466,60 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
     let c = counts(&engine, 200);
     assert!(c["a"] > 50 && c["b"] > 50, "{c:?}");
 }
+
+/// Every pick counts its own destination in flight, whatever the group looks like: its
+/// destinations' counts side by side (every destination of one tier, in order), or spread out
+/// (the best tier's destinations interleaved with another tier's), within a cluster's first 1,024
+/// counts or beyond them. Each case holds one handle per destination of the best group, then
+/// checks every destination's count, then drops them.
+#[test]
+fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
+    for (n, tiers) in [(6, 1), (6, 2), (1_100, 1), (1_100, 2)] {
+        let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), i % tiers)).collect();
+        let refs: Vec<(&str, u32)> = dests.iter().map(|(id, t)| (id.as_str(), *t)).collect();
+        let engine = cluster("RoundRobin", &refs);
+        let best = n.div_ceil(tiers) as usize;
+        let handles: Vec<_> = (0..best)
+            .map(|_| engine.pick_endpoint("c").unwrap())
+            .collect();
+        let status = engine.status();
+        for (i, (id, tier)) in dests.iter().enumerate() {
+            let want = usize::from(*tier == 0);
+            let got = status.clusters[0].destination(id).unwrap().in_flight;
+            assert_eq!(got, want, "{n} destinations in {tiers} tiers: d{i}");
+        }
+        for h in &handles {
+            assert_eq!(h.destination().in_flight(), 1);
+            assert_eq!(h.destination().tier(), 0);
+        }
+        drop(handles);
+        let status = engine.status();
+        assert!(
+            status.clusters[0]
+                .destinations
+                .iter()
+                .all(|d| d.in_flight == 0),
+            "{n} destinations in {tiers} tiers: counts left after the drops"
+        );
+    }
+}
+
+/// PowerOfTwoChoices reads the counts of a group whose counts are spread out (tier-0
+/// destinations between tier-1 ones) where they are: with `b` busy, every pick of the two
+/// tier-0 destinations goes to `d`.
+#[test]
+fn power_of_two_reads_the_counts_of_a_spread_out_group() {
+    let engine = cluster(
+        "PowerOfTwoChoices",
+        &[("a", 1), ("b", 0), ("c", 1), ("d", 0)],
+    );
+    let busy = engine.pick_endpoint("c").unwrap();
+    let idle = if busy.destination().id() == "b" {
+        "d"
+    } else {
+        "b"
+    };
+    for _ in 0..50 {
+        assert_eq!(pick_id(&engine), idle);
+    }
+}

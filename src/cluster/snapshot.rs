@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use super::settings::ClusterSettings;
+use crate::destination::pick_group::PickGroup;
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
@@ -22,8 +23,10 @@ pub(crate) struct ClusterSnapshot {
     pub members: Vec<Arc<Destination>>,
     /// Available destinations, in member order.
     pub available: Vec<Arc<Destination>>,
-    /// The best group.
-    pub best: Box<[Arc<Destination>]>,
+    /// The best group, with where its destinations count in flight. Each thread that picks
+    /// from it holds a ticket to it (see `destination/handle.rs`), renewed when a new snapshot
+    /// replaces it.
+    pub best: Arc<PickGroup>,
     /// The best group's health class; `None` when nothing is available.
     pub best_class: Option<HealthClass>,
     pub panic: bool,
@@ -73,7 +76,7 @@ impl ClusterSnapshot {
         ClusterSnapshot {
             members,
             available: availability.destinations,
-            best: best.into_boxed_slice(),
+            best: Arc::new(PickGroup::new(best)),
             best_class,
             panic: availability.panic,
             prepared,
@@ -123,7 +126,7 @@ impl ClusterSnapshot {
             settings,
             members: Vec::new(),
             available: Vec::new(),
-            best: Box::new([]),
+            best: Arc::default(),
             best_class: None,
             panic: false,
             prepared: Prepared::none(),

@@ -13,6 +13,7 @@ pub(crate) mod handle;
 pub(crate) mod in_flight;
 pub(crate) mod locality;
 pub(crate) mod outcome_window;
+pub(crate) mod pick_group;
 pub(crate) mod state;
 pub(crate) mod success_credit;
 
@@ -45,29 +46,24 @@ pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
 
 /// One destination of a cluster, as the engine routes to it.
 // Three parts, by how often a request touches them:
-// - this block, what every pick and the usual outcome touch: the reference count, the in-flight
-//   count (or, for a policy that scans counts, its place in the cluster's pool of counts, see
-//   `in_flight.rs`), where outcomes go, and the successes it may count without a lock (see
-//   `success_credit.rs`); 56 bytes with the reference counts, a 64-byte heap chunk, so 10,000
-//   destinations' blocks take 640 KiB;
+// - this block, what the usual outcome touches and what a policy reads counts through: its
+//   in-flight count's place in the cluster's pool of counts (see `in_flight.rs`), the successes
+//   it may count without a lock (see `success_credit.rs`) and where outcomes go; 56 bytes with
+//   the reference counts, a 64-byte heap chunk. A pick does not touch it at all (since
+//   2026-12-05): it writes the count in the pool and its thread's ticket (see `handle.rs`);
 // - the warm part, what an outcome that takes the lock reads and writes: the health and the
 //   outcome window (72 bytes, an 80-byte chunk; with feature `metrics` also the handles a pick
 //   updates, so that a pick reaches them as directly as an outcome reaches the window);
 // - the cold part, which no request reads: URLs, ids, attributes, policy data, bookkeeping.
 // The engine allocates a cluster's new cold parts, then its new warm parts, then its new blocks,
-// each in a run of its own, so that picks stay within the blocks' run and a request whose
-// success needs no verdict as well.
+// each in a run of its own, so that a request whose success needs no verdict stays within the
+// blocks' run.
 //
-// The block's fields are in a fixed order (`repr(C)`), the ones a pick writes first: after the
-// reference counts, the in-flight count, then the success credit an outcome updates, then the
-// two pointers it reads. A pick writes the first 32 bytes of the 56; the allocator places blocks
-// 16-byte aligned, so those 32 bytes share one cache line in three blocks of four (with the
-// count last, only in two of four), and two threads picking different destinations write the
-// same line less often. Measured on the paired pick bench (2026-12-02, Intel Xeon host): two
-// threads of RoundRobin at 100 destinations 1.13-1.14x one thread before, 1.19-1.24x after;
-// pick + report + drop at 10,000 destinations 197-200 ns before, 182-183 ns after. Aligning the
-// block to 64 bytes instead puts the data after a padded line of reference counts (128 bytes a
-// block): better on two threads, but 1.2-1.4x slower picks at 10,000 destinations.
+// The block's fields are in a fixed order (`repr(C)`): the count's place (read by policies that
+// read counts through the destination, and by the status view), then the success credit an
+// outcome updates, then the two pointers it reads. (Until 2026-12-05 a pick wrote the block's
+// reference count and an in-flight count kept in it; the order then kept the written bytes in
+// one cache line for three blocks in four.)
 #[repr(C)]
 pub struct Destination {
     pub(crate) in_flight: InFlight,
@@ -302,13 +298,13 @@ impl fmt::Debug for Destination {
 mod tests {
     use super::*;
 
-    /// The block every pick touches stays within one 64-byte heap chunk: 56 bytes with `Arc`'s
+    /// The block an outcome touches stays within one 64-byte heap chunk: 56 bytes with `Arc`'s
     /// two reference counts (glibc adds 8 bytes of its own and rounds to 16); the warm part
     /// within an 80-byte one.
     #[test]
     fn the_block_is_56_bytes_and_the_warm_part_72() {
         assert_eq!(std::mem::size_of::<Destination>() + 16, 56);
-        // What a pick writes comes first, then what an outcome updates (see the type's notes).
+        // The count's place comes first, then what an outcome updates (see the type's notes).
         assert_eq!(std::mem::offset_of!(Destination, in_flight), 0);
         assert_eq!(std::mem::offset_of!(Destination, credit), 16);
         // With feature `metrics` the pick's two metric handles join it.

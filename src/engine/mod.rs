@@ -251,9 +251,7 @@ impl Engine {
 
     /// A handle counting `destination` of `cluster` in flight, as if it had been picked.
     pub(crate) fn hold(&self, cluster: &str, destination: &str) -> Result<PickHandle, PickError> {
-        Ok(PickHandle::new(
-            self.find_destination(cluster, destination)?,
-        ))
+        Ok(PickHandle::of(self.find_destination(cluster, destination)?))
     }
 
     /// The current destination `id` of `cluster` (both case-insensitive).

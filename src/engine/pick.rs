@@ -1,7 +1,8 @@
 //! Picks: the best group of a cluster's current snapshot, then its load-balancing
-//! policy. A pick loads one snapshot without locks and allocates nothing but the handle's
-//! reference count; only the first picks of a cluster with active checks may wait, for its first
-//! probe round.
+//! policy. A pick loads one snapshot without locks, writes only its destination's in-flight count
+//! and its thread's ticket, and allocates nothing but, on a thread's first pick after the
+//! cluster's best group changed, that thread's ticket to it; only the first picks of a cluster
+//! with active checks may wait, for its first probe round.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,8 @@ use std::time::Duration;
 use super::table::{Counter, Picking};
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
-use crate::destination::handle::PickHandle;
+use crate::destination::handle::{PickHandle, Ticket};
+use crate::destination::pick_group::PickGroup;
 use crate::destination::Destination;
 use crate::error::PickError;
 use crate::health::state::HealthClass;
@@ -53,38 +55,29 @@ impl Miss {
     }
 }
 
-/// A pick as it leaves the pick cache's closure: the handle, or why there is none. Two scalars
-/// (a pointer, null for a miss, and a byte), so it travels in two registers whatever the compiler
-/// inlines. A `Result<PickHandle, PickError>` (48 bytes), and even a `Result<PickHandle, Miss>`
-/// (a tag byte before the pointer) once the closure was not inlined, went through memory and was
-/// copied out with loads that did not match the stores: a store-forwarding stall on every pick,
-/// half its time (seen with `perf annotate`).
-pub(crate) struct Picked {
-    handle: Option<PickHandle>,
-    miss: Miss,
-}
+/// A pick as it leaves the pick cache's closure: the handle, or why there is none. Two words
+/// (the handle's ticket, null for a miss, and its slot), each written and read back whole: the
+/// lookup is out of line and returns it through memory, and a load that does not match the
+/// store before it stalls store forwarding. A `Result<PickHandle, PickError>` (48 bytes) was
+/// copied out that way, half of every pick (seen with `perf annotate`); so was, in 2026-12, a
+/// handle whose slot was two 4-byte fields read back as one word (28 ns a pick instead of 13).
+pub(crate) struct Picked(Result<PickHandle, Miss>);
 
 impl Picked {
     #[inline]
     fn hit(handle: PickHandle) -> Self {
-        Picked {
-            handle: Some(handle),
-            miss: Miss::NoAvailableDestinations,
-        }
+        Picked(Ok(handle))
     }
 
     #[inline]
     fn miss(miss: Miss) -> Self {
-        Picked { handle: None, miss }
+        Picked(Err(miss))
     }
 
     /// The handle, or the error of a pick from `cluster` that found nothing.
     #[inline]
     fn into_result(self, cluster: &str) -> Result<PickHandle, PickError> {
-        match self.handle {
-            Some(handle) => Ok(handle),
-            None => Err(self.miss.error(cluster)),
-        }
+        self.0.map_err(|miss| miss.error(cluster))
     }
 }
 
@@ -106,8 +99,9 @@ fn unknown(cluster: &str) -> PickError {
 
 impl Engine {
     /// Picks a destination of `cluster` for one request: best health class, lowest
-    /// tier, then the cluster's load-balancing policy. Lock-free; allocates nothing but the
-    /// handle's reference count.
+    /// tier, then the cluster's load-balancing policy. Lock-free; allocates nothing, except on a
+    /// thread's first pick after the cluster's best group changed (that thread's ticket to the
+    /// new group, one small allocation a thread and change).
     ///
     /// # Errors
     /// [`PickError::NoAvailableDestinations`] when nothing may receive traffic;
@@ -138,12 +132,13 @@ impl Engine {
     fn choose_best(&self, picking: Picking<'_>) -> Picked {
         let Picking {
             snapshot,
+            ticket,
             counter,
             rng,
         } = picking;
         self.choose(
             snapshot,
-            &snapshot.best,
+            ticket,
             &snapshot.prepared,
             snapshot.direct,
             counter,
@@ -151,33 +146,34 @@ impl Engine {
         )
     }
 
-    /// Lets the cluster's load-balancing policy choose in `group`; a single destination is
-    /// returned without consulting it.
+    /// Lets the cluster's load-balancing policy choose in the group `ticket` holds; a single
+    /// destination is returned without consulting it.
     #[inline(always)]
     fn choose(
         &self,
         snapshot: &ClusterSnapshot,
-        group: &[Arc<Destination>],
+        ticket: &Arc<Ticket>,
         prepared: &Prepared,
         direct: Direct,
         counter: Counter<'_>,
         rng: Draws<'_>,
     ) -> Picked {
-        let destination = match group.len() {
+        let index = match ticket.counts().len() {
             0 => return Picked::miss(nothing_to_pick(snapshot)),
-            1 => &group[0],
+            1 => 0,
             n => {
                 let next = move || counter.next();
                 let policy = &*snapshot.settings.policies.load_balancing.policy;
-                let i = direct.pick(policy, rng, &next, prepared, group);
+                let i = direct.pick(policy, rng, &next, prepared, ticket, n);
                 // Custom policies may answer out of range; `%` only then (it costs a division).
-                match group.get(i) {
-                    Some(destination) => destination,
-                    None => &group[i % n],
+                if i < n {
+                    i
+                } else {
+                    i % n
                 }
             }
         };
-        Picked::hit(PickHandle::new(destination.clone()))
+        Picked::hit(PickHandle::new(ticket, index))
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`, a group computed for one
@@ -185,15 +181,16 @@ impl Engine {
     fn choose_in_group(
         &self,
         snapshot: &ClusterSnapshot,
-        group: &[Arc<Destination>],
+        group: Vec<Arc<Destination>>,
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
         let policy = &*snapshot.settings.policies.load_balancing.policy;
-        let prepared = policy.prepare(group);
+        let prepared = policy.prepare(&group);
         let counter = Counter::Shared(&snapshot.counter);
         let direct = Direct::of(policy, &prepared);
         let rng = Draws::Source(&self.core.rng);
-        self.choose(snapshot, group, &prepared, direct, counter, rng)
+        let ticket = Ticket::new(Arc::new(PickGroup::new(group)));
+        self.choose(snapshot, &ticket, &prepared, direct, counter, rng)
             .into_result(cluster)
     }
 
@@ -228,7 +225,7 @@ impl Engine {
             .ok_or_else(|| unknown(cluster))?;
         let group =
             best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
-        self.choose_in_group(&snapshot, &group, cluster)
+        self.choose_in_group(&snapshot, group, cluster)
     }
 
     /// A retry's pick for the client's failover step: like
@@ -261,7 +258,7 @@ impl Engine {
         if group.is_empty() {
             group = best_group_excluding(&ctx, &snapshot.available, exclude);
         }
-        self.choose_in_group(&snapshot, &group, cluster)
+        self.choose_in_group(&snapshot, group, cluster)
     }
 
     /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
@@ -477,6 +474,12 @@ mod tests {
         assert!(engine
             .pick_endpoint_for_retry("nope", &["a0"], &[0])
             .is_err());
+    }
+
+    /// A pick leaves the pick cache in two words.
+    #[test]
+    fn a_pick_is_two_words() {
+        assert_eq!(std::mem::size_of::<super::Picked>(), 16);
     }
 
     /// The call's pick carries the cluster's `HttpRequest:ActivityTimeout`.

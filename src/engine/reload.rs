@@ -38,7 +38,7 @@ use crate::config::read::read;
 use crate::config::validate::{sort_in_document_order, validate};
 use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
-use crate::destination::in_flight::{CountPool, InFlight};
+use crate::destination::in_flight::CountPool;
 use crate::destination::locality::Locality;
 use crate::destination::state::{DestinationRecords, DestinationState};
 #[cfg(feature = "metrics")]
@@ -413,13 +413,8 @@ impl ClusterRuntime {
             return Applied::default(); // being dropped
         };
         let sink = Arc::new(Sink(me));
-        // A policy that reads every count gets them side by side (see `in_flight.rs`).
-        let pool = settings
-            .policies
-            .load_balancing
-            .policy
-            .reads_every_count()
-            .then_some(&self.counts);
+        // Every destination counts in flight in the cluster's pool (see `in_flight.rs`).
+        let pool = &self.counts;
         let merged = merge(
             &settings.id,
             &book.sources[position].source,
@@ -514,7 +509,7 @@ struct Merged {
 }
 
 /// Diffs a source's new full set against its previous destinations; new ones count in flight in
-/// `pool` when there is one.
+/// `pool`.
 #[allow(clippy::too_many_arguments)]
 fn merge(
     cluster_id: &Arc<str>,
@@ -523,7 +518,7 @@ fn merge(
     endpoints: Vec<Endpoint>,
     taken: &HashSet<String>,
     sink: &Arc<Sink>,
-    pool: Option<&CountPool>,
+    pool: &CountPool,
     now: Duration,
 ) -> Merged {
     let mut by_key: HashMap<Arc<str>, Arc<Destination>> = previous
@@ -613,8 +608,7 @@ fn merge(
         .map(|warmed| match warmed {
             Warmed::Kept(kept) => kept,
             Warmed::New(part) => {
-                let in_flight = pool.map_or_else(InFlight::own, CountPool::place);
-                let d = Arc::new(Destination::new(part, in_flight, sink.clone()));
+                let d = Arc::new(Destination::new(part, pool.place(), sink.clone()));
                 if let Some(due) = d.record().reactivation_due {
                     reactivations.push((d.clone(), due));
                 }

@@ -49,8 +49,7 @@ pub(crate) struct ClusterRuntime {
     pub policy_state: StateSlots,
     /// The round-robin counter, carried into every snapshot.
     pub counter: Arc<AtomicUsize>,
-    /// The in-flight counts of its destinations, when its load-balancing policy reads every
-    /// count on every pick (`destination/in_flight.rs`).
+    /// The in-flight counts of its destinations, side by side (`destination/in_flight.rs`).
     pub counts: CountPool,
     /// Read on every request outcome, so held here rather than behind the engine.
     pub clock: Arc<dyn Clock>,

@@ -18,6 +18,7 @@ use arc_swap::{ArcSwap, Guard};
 
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
+use crate::destination::handle::Ticket;
 use crate::ids::with_folded;
 use crate::rng::{with_thread_generator, LocalRng};
 
@@ -142,6 +143,8 @@ struct PickCache {
 /// One cluster in a thread's cache.
 struct Entry {
     snapshot: Cache<SnapshotCell, Arc<ClusterSnapshot>>,
+    /// This thread's ticket to the snapshot's best group: what its handles hold.
+    ticket: Arc<Ticket>,
     /// Position of the cluster's cursor in `PickCache::cursors`.
     cursor: usize,
 }
@@ -159,11 +162,23 @@ pub(crate) struct ThreadCursor {
 /// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
 const OFFSET_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// What a pick reads: the cluster's snapshot, where its round-robin counter comes from, and
-/// this thread's random generator.
+/// Where the cursor of the thread that takes `place` among a cluster's pickers starts in a
+/// group of `n`: that fraction of the golden ratio's multiples of the way round the group
+/// (0, 0.618, 0.236, 0.854, ... of `n`), so that any number of threads start far apart, and two
+/// threads half-way-ish round (their counts then sit in different cache lines, see
+/// `destination/in_flight.rs`). The first thread starts at 0.
+fn offset(place: u64, n: usize) -> usize {
+    let fraction = place.wrapping_mul(OFFSET_STEP);
+    ((u128::from(fraction) * n as u128) >> 64) as usize
+}
+
+/// What a pick reads: the cluster's snapshot, the ticket its handle holds, where its
+/// round-robin counter comes from, and this thread's random generator.
 #[derive(Clone, Copy)]
 pub(crate) struct Picking<'a> {
     pub snapshot: &'a ClusterSnapshot,
+    /// A ticket to the snapshot's best group.
+    pub ticket: &'a Arc<Ticket>,
     pub counter: Counter<'a>,
     /// The generator a per-thread random source draws from on this thread.
     pub rng: &'a LocalRng,
@@ -259,16 +274,24 @@ impl PickCache {
             Some(entry) => entry,
             empty => {
                 let runtime = &table.entries[position].1;
-                let cursor = cursor_of(&mut self.cursors, &runtime.counter);
+                let mut snapshot = Cache::new(runtime.cell.clone());
+                let best = snapshot.load().best.clone();
+                let cursor = cursor_of(&mut self.cursors, &runtime.counter, best.len());
+                let ticket = Ticket::new(best);
                 empty.insert(Entry {
-                    snapshot: Cache::new(runtime.cell.clone()),
+                    snapshot,
+                    ticket,
                     cursor,
                 })
             }
         };
         let snapshot = entry.snapshot.load();
+        if !Arc::ptr_eq(entry.ticket.group(), &snapshot.best) {
+            entry.ticket = Ticket::new(snapshot.best.clone());
+        }
         Some(Picking {
             snapshot,
+            ticket: &entry.ticket,
             counter: Counter::Thread {
                 cursors: &self.cursors,
                 at: entry.cursor,
@@ -288,12 +311,17 @@ fn pick_inside_pick<R>(
     f: impl FnOnce(Option<Picking<'_>>) -> R,
 ) -> R {
     let snapshot = load(cell, cluster);
+    let ticket = snapshot.as_deref().map(|s| Ticket::new(s.best.clone()));
     with_thread_generator(|rng| {
-        f(snapshot.as_deref().map(|s| Picking {
-            snapshot: s,
-            counter: Counter::Shared(&s.counter),
-            rng,
-        }))
+        f(snapshot
+            .as_deref()
+            .zip(ticket.as_ref())
+            .map(|(s, ticket)| Picking {
+                snapshot: s,
+                ticket,
+                counter: Counter::Shared(&s.counter),
+                rng,
+            }))
     })
 }
 
@@ -323,7 +351,7 @@ pub(crate) fn with_current<R>(cell: &SnapshotCell, f: impl FnOnce(&ClusterSnapsh
 /// The position of this thread's cursor for the cluster counting with `counter`, added when the
 /// thread first picks from it.
 #[cold]
-fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>) -> usize {
+fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>, n: usize) -> usize {
     if let Some(position) = cursors
         .iter()
         .position(|c| std::ptr::eq(c.counter.as_ptr(), Arc::as_ptr(counter)))
@@ -337,7 +365,7 @@ fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>) -> usi
     let place = counter.fetch_add(1, Ordering::Relaxed) as u64;
     cursors.push(ThreadCursor {
         counter: Arc::downgrade(counter),
-        next: Cell::new(place.wrapping_mul(OFFSET_STEP) as usize),
+        next: Cell::new(offset(place, n)),
     });
     cursors.len() - 1
 }
@@ -349,7 +377,24 @@ pub(crate) fn load(cell: &TableCell, cluster: &str) -> Option<Guard<Arc<ClusterS
 
 #[cfg(test)]
 mod tests {
-    use super::same_bytes;
+    use super::{offset, same_bytes};
+
+    /// The first thread starts at 0 (one thread sees 0, 1, 2, ...); the second 61.8% of the way
+    /// round, the third 23.6%; and any number of threads start apart: eight threads in a group
+    /// of 100 are at least 9 places from each other.
+    #[test]
+    fn threads_start_their_cursors_far_apart() {
+        assert_eq!(offset(0, 100), 0);
+        assert_eq!(offset(1, 100), 61);
+        assert_eq!(offset(2, 100), 23);
+        assert_eq!(offset(1, 1), 0);
+        assert_eq!(offset(5, 0), 0);
+        let mut starts: Vec<usize> = (0..8).map(|k| offset(k, 100)).collect();
+        starts.sort_unstable();
+        let gaps = starts.windows(2).map(|w| w[1] - w[0]);
+        let wrap = 100 - starts[7] + starts[0];
+        assert!(gaps.chain([wrap]).all(|g| g >= 9), "{starts:?}");
+    }
 
     /// Every length up to past the word cases, equal and with one byte changed at each
     /// position: the overlapping words must see every byte.

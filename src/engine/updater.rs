@@ -756,7 +756,7 @@ mod tests {
             .find(|d| d.id() == id)
             .unwrap()
             .clone();
-        crate::destination::handle::PickHandle::new(d).report(outcome);
+        crate::destination::handle::PickHandle::of(d).report(outcome);
     }
 
     /// Under the built-in policies a destination's first verdict (Unknown to Healthy) changes

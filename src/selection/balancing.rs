@@ -52,14 +52,12 @@ pub trait LoadBalancingPolicy: Any + Send + Sync + 'static {
     fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize;
 
     /// Whether [`pick`](Self::pick) reads the in-flight count of every destination of the
-    /// group, as `LeastRequests` does. When it says so, the destinations that join the cluster
-    /// keep their counts side by side in one array per cluster, which an
+    /// group, as `LeastRequests` does. It changes nothing any more: every cluster keeps its
+    /// destinations' counts side by side in one array (since 2026-12-05, so that a pick writes
+    /// only a count and its thread's own ticket), which an
     /// [`InFlightCounts`](super::InFlightCounts) prepared for the group reads at 4 bytes per
-    /// destination instead of visiting every destination. Other policies should leave it
-    /// `false` (the default): counts kept apart, each beside its destination's reference count,
-    /// are what lets two threads pick different destinations without writing the same cache
-    /// line. Read when destinations join, so a reload that changes the policy applies it to
-    /// destinations added from then on.
+    /// destination. Kept so that policies that say it still compile.
+    #[deprecated(note = "every cluster keeps its in-flight counts side by side; this is ignored")]
     fn reads_every_count(&self) -> bool {
         false
     }

@@ -6,7 +6,6 @@
 //! under a built-in's name is a different type and is always called through its object.
 
 use std::any::Any;
-use std::sync::Arc;
 
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
 use super::first_alphabetical::FirstAlphabetical;
@@ -14,7 +13,7 @@ use super::least_requests::LeastRequests;
 use super::power_of_two::PowerOfTwoChoices;
 use super::random::Random;
 use super::round_robin::RoundRobin;
-use crate::destination::Destination;
+use crate::destination::handle::Ticket;
 use crate::rng::Draws;
 
 /// How picks from one prepared group are made.
@@ -48,9 +47,9 @@ impl Direct {
         }
     }
 
-    /// The index `policy` picks in `group` (length >= 2), with `rng`'s draws, the round-robin
-    /// `counter` and what was `prepared` for the group. The context a policy object gets is
-    /// built only for a call through the object.
+    /// The index `policy` picks in the group `ticket` holds (length `n` >= 2), with `rng`'s
+    /// draws, the round-robin `counter` and what was `prepared` for the group. The context a
+    /// policy object gets is built only for a call through the object.
     #[inline(always)]
     pub fn pick(
         self,
@@ -58,19 +57,23 @@ impl Direct {
         rng: Draws<'_>,
         counter: &impl Fn() -> usize,
         prepared: &Prepared,
-        group: &[Arc<Destination>],
+        ticket: &Ticket,
+        n: usize,
     ) -> usize {
         match self {
-            Direct::Random => Random::pick_unweighted(rng, group.len()),
-            Direct::PowerOfTwoChoices => PowerOfTwoChoices::pick_unweighted(rng, group),
-            Direct::RoundRobin => RoundRobin::pick_unweighted(counter(), group.len()),
+            Direct::Random => Random::pick_unweighted(rng, n),
+            // The counts read straight from the pool, not through the destinations.
+            Direct::PowerOfTwoChoices => {
+                PowerOfTwoChoices::pick_by(rng, n, |i| ticket.counts().in_flight(i))
+            }
+            Direct::RoundRobin => RoundRobin::pick_unweighted(counter(), n),
             Direct::Policy => policy.pick(
                 &PickContext {
                     rng,
                     counter,
                     prepared,
                 },
-                group,
+                ticket.group(),
             ),
         }
     }

@@ -22,10 +22,6 @@ use crate::destination::Destination;
 /// [`LoadBalancingPolicy::prepare`](super::LoadBalancingPolicy::prepare)) for a policy that reads
 /// every count on every pick.
 ///
-/// Counts sit side by side only for destinations of a cluster whose policy says it
-/// [reads every count](super::LoadBalancingPolicy::reads_every_count); the others' counts are
-/// read from their destinations, with the same answers.
-///
 /// ```
 /// use healthpick::selection::{InFlightCounts, LoadBalancingPolicy, PickContext, Prepared};
 /// use healthpick::Destination;
@@ -41,9 +37,6 @@ use crate::destination::Destination;
 ///         ctx.prepared::<InFlightCounts>()
 ///             .map_or(0, |counts| counts.first_least(group))
 ///     }
-///     fn reads_every_count(&self) -> bool {
-///         true
-///     }
 /// }
 /// ```
 pub struct InFlightCounts {
@@ -52,17 +45,12 @@ pub struct InFlightCounts {
     len: usize,
 }
 
-/// A stretch of the group.
-enum Run {
-    /// Group positions `at..at + len` count at `from..from + len` of `chunk`.
-    Pooled {
-        chunk: Arc<CountChunk>,
-        from: usize,
-        len: usize,
-        at: usize,
-    },
-    /// Group positions `at..at + len` count in their own blocks.
-    Own { at: usize, len: usize },
+/// A stretch of the group: positions `at..at + len` count at `from..from + len` of `chunk`.
+struct Run {
+    chunk: Arc<CountChunk>,
+    from: usize,
+    len: usize,
+    at: usize,
 }
 
 impl InFlightCounts {
@@ -70,37 +58,18 @@ impl InFlightCounts {
     pub fn of(group: &[Arc<Destination>]) -> Self {
         let mut runs: Vec<Run> = Vec::new();
         for (position, d) in group.iter().enumerate() {
-            let place = d.in_flight.place();
-            // Next to the previous destination's count: the same run goes on.
-            let extended = match (runs.last_mut(), place) {
-                (
-                    Some(Run::Pooled {
-                        chunk, from, len, ..
-                    }),
-                    Some((c, index)),
-                ) if Arc::ptr_eq(chunk, c) && *from + *len == index => {
-                    *len += 1;
-                    true
+            let (c, index) = d.in_flight.place();
+            match runs.last_mut() {
+                // Next to the previous destination's count: the same run goes on.
+                Some(run) if Arc::ptr_eq(&run.chunk, c) && run.from + run.len == index => {
+                    run.len += 1;
                 }
-                (Some(Run::Own { len, .. }), None) => {
-                    *len += 1;
-                    true
-                }
-                _ => false,
-            };
-            if !extended {
-                runs.push(match place {
-                    Some((chunk, index)) => Run::Pooled {
-                        chunk: chunk.clone(),
-                        from: index,
-                        len: 1,
-                        at: position,
-                    },
-                    None => Run::Own {
-                        at: position,
-                        len: 1,
-                    },
-                });
+                _ => runs.push(Run {
+                    chunk: c.clone(),
+                    from: index,
+                    len: 1,
+                    at: position,
+                }),
             }
         }
         InFlightCounts {
@@ -119,21 +88,10 @@ impl InFlightCounts {
         }
         let mut scan = Scan::default();
         for run in &*self.runs {
-            let done = match *run {
-                Run::Pooled {
-                    ref chunk,
-                    from,
-                    len,
-                    at,
-                } => {
-                    let counts = &chunk.counts[from..from + len];
-                    scan.block(counts.len(), at, |i| {
-                        counts[i].load(Ordering::Relaxed) as usize
-                    })
-                }
-                Run::Own { at, len } => scan.block(len, at, |i| group[at + i].in_flight()),
-            };
-            if done {
+            let counts = &run.chunk.counts[run.from..run.from + run.len];
+            if scan.block(counts.len(), run.at, |i| {
+                counts[i].load(Ordering::Relaxed) as usize
+            }) {
                 break;
             }
         }

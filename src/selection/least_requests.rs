@@ -1,8 +1,8 @@
 //! `LeastRequests`: the first destination with the strictly smallest number of requests in
 //! flight. It reads every count of the group, so it costs O(group size) per pick by definition;
-//! what can be made cheap is the reading. The policy asks for its clusters' counts to be kept
-//! side by side ([`LoadBalancingPolicy::reads_every_count`]), prepares where they are for each
-//! group ([`InFlightCounts`]), and a pick walks them, eight at a time, stopping at the first
+//! what can be made cheap is the reading. Every cluster keeps its counts side by side (see
+//! `destination/in_flight.rs`); the policy prepares where they are for each group
+//! ([`InFlightCounts`]), and a pick walks them, eight at a time, stopping at the first
 //! destination with nothing in flight (see `in_flight_counts.rs`).
 
 use std::sync::Arc;
@@ -27,9 +27,5 @@ impl LoadBalancingPolicy for LeastRequests {
             // The engine prepares every group it picks from; a context from elsewhere scans.
             None => first_least(group.len(), |i| group[i].in_flight()),
         }
-    }
-
-    fn reads_every_count(&self) -> bool {
-        true
     }
 }

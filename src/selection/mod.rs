@@ -4,8 +4,7 @@
 //! The group is computed when health or destinations change and published in the cluster
 //! snapshot together with what the policy prepared for it; a pick only reads them. Each built-in
 //! policy has its own file and uses only what a custom policy gets: [`PickContext`],
-//! [`LoadBalancingPolicy::prepare`], [`LoadBalancingPolicy::reads_every_count`] and
-//! [`InFlightCounts`].
+//! [`LoadBalancingPolicy::prepare`] and [`InFlightCounts`].
 
 pub(crate) mod balancing;
 pub(crate) mod direct;

@@ -31,9 +31,16 @@ impl PowerOfTwoChoices {
     /// The pick of an unweighted group (length >= 2).
     #[inline(always)]
     pub(crate) fn pick_unweighted(rng: Draws<'_>, group: &[Arc<Destination>]) -> usize {
-        let (i, j) = rng.two_distinct(group.len());
+        Self::pick_by(rng, group.len(), |i| group[i].in_flight())
+    }
+
+    /// The pick of an unweighted group of `n` (>= 2) destinations whose in-flight counts
+    /// `in_flight` reads.
+    #[inline(always)]
+    pub(crate) fn pick_by(rng: Draws<'_>, n: usize, in_flight: impl Fn(usize) -> usize) -> usize {
+        let (i, j) = rng.two_distinct(n);
         // A select rather than a branch: under real load the comparison goes either way.
-        let j_wins = group[j].in_flight() < group[i].in_flight();
+        let j_wins = in_flight(j) < in_flight(i);
         [i, j][usize::from(j_wins)]
     }
 }

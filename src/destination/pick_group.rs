@@ -1,0 +1,142 @@
+//! [`PickGroup`]: the destinations a pick chooses from, with where each counts in flight
+//! ([`GroupCounts`]), so that a pick reaches the count it writes without reading the
+//! destination itself.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::in_flight::{stand_in_chunk, CountChunk, CHUNK};
+use super::Destination;
+
+/// [`GroupCounts::run`] when the places do not run on one after another.
+const NO_RUN: u32 = u32::MAX;
+
+/// A group of destinations (a cluster's best group, or a retry's) and where their in-flight
+/// counts are. Built once per change of the group; it derefs to the destinations, in group
+/// order.
+pub(crate) struct PickGroup {
+    destinations: Box<[Arc<Destination>]>,
+    counts: GroupCounts,
+}
+
+/// Where a group's in-flight counts are in its cluster's pool: what a pick and a handle's drop
+/// read to reach a count. Cheap to clone (three reference counts), so that each thread's ticket
+/// keeps its own copy at hand.
+#[derive(Clone)]
+pub(crate) struct GroupCounts {
+    /// The pool's first chunk (every place of a cluster of up to 1,024 destinations), or a
+    /// stand-in when the group has no place in it.
+    first: Arc<CountChunk>,
+    /// The place number ([`InFlight::number`](super::in_flight::InFlight::number)) of each
+    /// destination's count, in group order.
+    places: Arc<[u32]>,
+    /// The first place when the places run on one after another (`places[k] == run + k`), as
+    /// they do for a cluster whose destinations were placed together and are all in the group
+    /// (a healthy cluster of one tier, not reshuffled since): a pick then finds its count's
+    /// place by arithmetic instead of reading `places`. [`NO_RUN`] otherwise.
+    run: u32,
+    /// The pool's chunks the places are in, by chunk number. A number no destination of the
+    /// group uses holds another chunk of the group (never read), so that the lookup needs no
+    /// `Option`.
+    chunks: Arc<[Arc<CountChunk>]>,
+}
+
+impl PickGroup {
+    /// The group of `destinations`, in that order.
+    pub fn new(destinations: Vec<Arc<Destination>>) -> Self {
+        let places: Arc<[u32]> = destinations.iter().map(|d| d.in_flight.number()).collect();
+        let runs_on = |&first: &u32| {
+            places
+                .iter()
+                .enumerate()
+                .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64)
+        };
+        let run = places.first().filter(|f| runs_on(f)).map_or(NO_RUN, |&f| f);
+        let mut chunks: Vec<Option<Arc<CountChunk>>> = Vec::new();
+        for d in &destinations {
+            let (chunk, _) = d.in_flight.place();
+            let number = chunk.number();
+            if chunks.len() <= number {
+                chunks.resize(number + 1, None);
+            }
+            chunks[number].get_or_insert_with(|| chunk.clone());
+        }
+        let first = match chunks.first() {
+            Some(Some(first)) => first.clone(),
+            _ => stand_in_chunk(),
+        };
+        let filler = chunks.iter().flatten().next().cloned();
+        let chunks = chunks
+            .into_iter()
+            .filter_map(|chunk| chunk.or_else(|| filler.clone()))
+            .collect();
+        PickGroup {
+            destinations: destinations.into_boxed_slice(),
+            counts: GroupCounts {
+                first,
+                places,
+                run,
+                chunks,
+            },
+        }
+    }
+
+    /// Where its counts are.
+    #[inline]
+    pub fn counts(&self) -> &GroupCounts {
+        &self.counts
+    }
+}
+
+impl GroupCounts {
+    /// The group's length.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// The place number of the count of the destination at `index` (below the group's length).
+    #[inline(always)]
+    pub fn place(&self, index: usize) -> u32 {
+        if self.run != NO_RUN {
+            // `index` is below the length, so this is `places[index]`.
+            self.run + index as u32
+        } else {
+            self.places[index]
+        }
+    }
+
+    /// The count at `place`, one of the group's places.
+    #[inline(always)]
+    pub fn count(&self, place: u32) -> &AtomicU32 {
+        let place = place as usize;
+        if place < CHUNK {
+            &self.first.counts[place]
+        } else {
+            // The mask keeps the index in range without a bounds check (it is below CHUNK).
+            &self.chunks[place / CHUNK].counts[place & (CHUNK - 1)]
+        }
+    }
+
+    /// The in-flight count of the destination at `index`, read from the pool directly.
+    #[inline(always)]
+    pub fn in_flight(&self, index: usize) -> usize {
+        self.count(self.place(index)).load(Ordering::Relaxed) as usize
+    }
+}
+
+impl Deref for PickGroup {
+    type Target = [Arc<Destination>];
+
+    #[inline]
+    fn deref(&self) -> &[Arc<Destination>] {
+        &self.destinations
+    }
+}
+
+impl Default for PickGroup {
+    fn default() -> Self {
+        PickGroup::new(Vec::new())
+    }
+}
