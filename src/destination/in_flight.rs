@@ -32,8 +32,7 @@ impl InFlight {
     /// The counter itself.
     #[inline]
     pub fn cell(&self) -> &AtomicU32 {
-        // The mask keeps the index in range without a bounds check (it is below CHUNK).
-        &self.chunk.counts[self.index as usize & (CHUNK - 1)]
+        self.chunk.count(self.index as usize)
     }
 
     #[inline]
@@ -48,7 +47,7 @@ impl InFlight {
     }
 
     /// Its place as one number: the chunk's position among its pool's chunks times [`CHUNK`],
-    /// plus the index in it (see [`CountPlaces`]).
+    /// plus the index in it (what a pick group keeps, see `pick_group.rs`).
     #[inline]
     pub fn number(&self) -> u32 {
         self.chunk.number * CHUNK as u32 + self.index
@@ -76,6 +75,12 @@ impl Drop for InFlight {
 }
 
 impl CountChunk {
+    /// The count at `index` (below [`CHUNK`]; the mask spares a bounds check).
+    #[inline(always)]
+    pub fn count(&self, index: usize) -> &AtomicU32 {
+        &self.counts[index & (CHUNK - 1)]
+    }
+
     /// Its position among its pool's chunks.
     #[inline]
     pub fn number(&self) -> usize {
@@ -140,7 +145,7 @@ impl CountPool {
         };
         // A place is free only once its destination is gone, with nothing in flight; start
         // from 0 all the same.
-        chunk.counts[index as usize].store(0, Ordering::Relaxed);
+        chunk.count(index as usize).store(0, Ordering::Relaxed);
         InFlight { chunk, index }
     }
 }

@@ -112,10 +112,9 @@ impl GroupCounts {
     pub fn count(&self, place: u32) -> &AtomicU32 {
         let place = place as usize;
         if place < CHUNK {
-            &self.first.counts[place]
+            self.first.count(place)
         } else {
-            // The mask keeps the index in range without a bounds check (it is below CHUNK).
-            &self.chunks[place / CHUNK].counts[place & (CHUNK - 1)]
+            self.chunks[place / CHUNK].count(place)
         }
     }
 

@@ -413,8 +413,6 @@ impl ClusterRuntime {
             return Applied::default(); // being dropped
         };
         let sink = Arc::new(Sink(me));
-        // Every destination counts in flight in the cluster's pool (see `in_flight.rs`).
-        let pool = &self.counts;
         let merged = merge(
             &settings.id,
             &book.sources[position].source,
@@ -422,7 +420,8 @@ impl ClusterRuntime {
             endpoints,
             &taken,
             &sink,
-            pool,
+            // Every destination counts in flight in the cluster's pool (see `in_flight.rs`).
+            &self.counts,
             now,
         );
         book.sources[position].members = merged.members;
