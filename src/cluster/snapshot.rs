@@ -3,7 +3,6 @@
 //! engine's health updater builds a new one on every change and swaps it in; picks, status, the
 //! prober and the client load it, so no reader sees settings and health from different moments.
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use super::settings::ClusterSettings;
@@ -14,6 +13,7 @@ use crate::policy::available::AvailablePolicyContext;
 use crate::selection::balancing::Prepared;
 use crate::selection::direct::Direct;
 use crate::selection::group::best_group;
+use crate::selection::round_robin_counter::RoundRobinCounter;
 
 /// Everything a pick, the status view and the prober read about one cluster.
 pub(crate) struct ClusterSnapshot {
@@ -35,7 +35,7 @@ pub(crate) struct ClusterSnapshot {
     /// How picks from `best` are made (a built-in policy called in place, or the policy object).
     pub direct: Direct,
     /// The cluster's round-robin counter, shared by all its snapshots.
-    pub counter: Arc<AtomicUsize>,
+    pub counter: Arc<RoundRobinCounter>,
     /// Active checks are on and the first-pick warm-up is not over: the first picks wait.
     pub warming: bool,
     /// Active checks are on and some member has not had its first probe result yet: until then
@@ -64,7 +64,7 @@ impl ClusterSnapshot {
     pub fn build(
         settings: Arc<ClusterSettings>,
         members: Vec<Arc<Destination>>,
-        counter: Arc<AtomicUsize>,
+        counter: Arc<RoundRobinCounter>,
         warm_up: WarmUp,
     ) -> Self {
         let ctx = settings.available_context(warm_up.first_probes_pending);
@@ -121,7 +121,7 @@ impl ClusterSnapshot {
 
     /// No members at all: what a cluster holds before its first publication and after it left
     /// the engine.
-    pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<AtomicUsize>) -> Self {
+    pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<RoundRobinCounter>) -> Self {
         ClusterSnapshot {
             settings,
             members: Vec::new(),

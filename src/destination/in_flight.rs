@@ -21,6 +21,9 @@ use parking_lot::Mutex;
 /// Counts per chunk of a pool (4 KiB).
 pub(crate) const CHUNK: usize = 1024;
 
+/// Counts per 64-byte cache line.
+pub(crate) const COUNTS_PER_LINE: usize = 16;
+
 /// Where one destination's in-flight count lives: its place in its cluster's pool, given back
 /// when dropped.
 pub(crate) struct InFlight {
@@ -54,8 +57,15 @@ impl InFlight {
     }
 }
 
-/// `CHUNK` counts side by side.
+/// `CHUNK` counts side by side, starting half-way into a cache line, the same in every chunk
+/// (so a round-robin block's lines are the same in each, see `GroupCounts::line_offset`).
+/// Measured on the 2026-12-05 host: with the counts starting on a line, LeastRequests' scan of
+/// 100 busy destinations took 73 ns instead of 61 (RoundRobin 0.7 ns less); half-way, both as
+/// with the chunk where the allocator put it.
+#[repr(C, align(64))]
 pub(crate) struct CountChunk {
+    /// Puts the counts half-way into a line.
+    lead: [u32; 8],
     pub counts: [AtomicU32; CHUNK],
     /// Its position among its pool's chunks.
     number: u32,
@@ -95,6 +105,7 @@ pub(crate) fn stand_in_chunk() -> Arc<CountChunk> {
     STAND_IN
         .get_or_init(|| {
             Arc::new(CountChunk {
+                lead: [0; 8],
                 counts: std::array::from_fn(|_| AtomicU32::new(0)),
                 number: u32::MAX,
                 pool: Weak::new(),
@@ -131,6 +142,7 @@ impl CountPool {
                 if places.chunks.is_empty() || places.next == CHUNK {
                     let number = places.chunks.len() as u32;
                     places.chunks.push(Arc::new(CountChunk {
+                        lead: [0; 8],
                         counts: std::array::from_fn(|_| AtomicU32::new(0)),
                         number,
                         pool: Arc::downgrade(&self.0),
@@ -183,5 +195,21 @@ mod tests {
         drop(pool);
         counts[0].cell().fetch_add(1, Ordering::Relaxed);
         assert_eq!(counts[0].get(), 1);
+    }
+
+    /// Every chunk's counts start half-way into a cache line, so a count's place in a line is
+    /// the same in every chunk.
+    #[test]
+    fn every_chunk_starts_half_way_into_a_line() {
+        let pool = CountPool::default();
+        let counts: Vec<InFlight> = (0..3 * CHUNK).map(|_| pool.place()).collect();
+        for k in 0..3 {
+            let first = std::ptr::from_ref(counts[k * CHUNK].cell()) as usize;
+            assert_eq!(first % 64, 32, "chunk {k}");
+        }
+        assert_eq!(
+            std::ptr::from_ref(stand_in_chunk().count(0)) as usize % 64,
+            32
+        );
     }
 }

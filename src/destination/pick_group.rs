@@ -6,7 +6,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::in_flight::{stand_in_chunk, CountChunk, CHUNK};
+use super::in_flight::{stand_in_chunk, CountChunk, CHUNK, COUNTS_PER_LINE};
 use super::Destination;
 
 /// [`GroupCounts::run`] when the places do not run on one after another.
@@ -115,6 +115,19 @@ impl GroupCounts {
             self.first.count(place)
         } else {
             self.chunks[place / CHUNK].count(place)
+        }
+    }
+
+    /// How many counts into its cache line the group's first count sits when the places run on
+    /// (read from its address), else 0: where a round-robin block ends
+    /// (`selection/round_robin_counter.rs`).
+    #[inline]
+    pub fn line_offset(&self) -> usize {
+        if self.run != NO_RUN {
+            let address = std::ptr::from_ref(self.count(self.run)) as usize;
+            address % (COUNTS_PER_LINE * 4) / 4
+        } else {
+            0
         }
     }
 

@@ -162,9 +162,8 @@ impl Engine {
             0 => return Picked::miss(nothing_to_pick(snapshot)),
             1 => 0,
             n => {
-                let next = move || counter.next();
                 let policy = &*snapshot.settings.policies.load_balancing.policy;
-                let i = direct.pick(policy, rng, &next, prepared, ticket, n);
+                let i = direct.pick(policy, rng, &counter, prepared, ticket, n);
                 // Custom policies may answer out of range; `%` only then (it costs a division).
                 if i < n {
                     i

@@ -2,7 +2,6 @@
 //! sources published, and the first-round latch picks and `ready()` wait on.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
@@ -21,6 +20,7 @@ use crate::destination::state::StateSlots;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
+use crate::selection::round_robin_counter::RoundRobinCounter;
 
 #[cfg(feature = "metrics")]
 use super::metrics::ClusterMetrics;
@@ -48,7 +48,7 @@ pub(crate) struct ClusterRuntime {
     /// The passive policies' per-cluster data (`PassivePolicyContext::with_cluster_state`).
     pub policy_state: StateSlots,
     /// The round-robin counter, carried into every snapshot.
-    pub counter: Arc<AtomicUsize>,
+    pub counter: Arc<RoundRobinCounter>,
     /// The in-flight counts of its destinations, side by side (`destination/in_flight.rs`).
     pub counts: CountPool,
     /// Read on every request outcome, so held here rather than behind the engine.
@@ -204,7 +204,7 @@ impl ClusterRuntime {
         observer: Option<Arc<dyn Observer>>,
         hub: Weak<Hub>,
     ) -> Arc<Self> {
-        let counter = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::new(RoundRobinCounter::default());
         #[cfg(feature = "metrics")]
         let metrics = ClusterMetrics::register(&settings.id);
         Arc::new_cyclic(|me| ClusterRuntime {

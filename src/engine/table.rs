@@ -10,8 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
@@ -19,8 +18,10 @@ use arc_swap::{ArcSwap, Guard};
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::handle::Ticket;
+use crate::destination::pick_group::GroupCounts;
 use crate::ids::with_folded;
 use crate::rng::{with_thread_generator, LocalRng};
+use crate::selection::round_robin_counter::{Cursor, RoundRobinCounter};
 
 /// Every cluster, in config order, with its folded id.
 #[derive(Default)]
@@ -149,14 +150,64 @@ struct Entry {
     cursor: usize,
 }
 
-/// A thread's round-robin cursor for one cluster: picks advance it without
-/// touching shared memory. The first thread to pick from a cluster starts at 0, so one thread
-/// sees the exact sequence 0, 1, 2, ...; every later thread starts at its own offset, so threads
-/// together still spread evenly.
+/// A thread's round-robin cursor for one cluster.
+///
+/// An unweighted group picked in place: the block of the cluster counter's values this thread
+/// took, walked with the index of its next value; the counter is written once per block (up to
+/// 64 picks), see `selection/round_robin_counter.rs`. A policy object (weighted groups, custom
+/// policies): a counter of the thread's own, from 0 for the first thread that picks from the
+/// cluster (one thread sees the exact sequence 0, 1, 2, ...), from its own offset for every
+/// later one, so threads together still spread evenly.
 pub(crate) struct ThreadCursor {
-    /// The cluster's shared counter, which hands out each thread's place.
-    counter: Weak<AtomicUsize>,
-    next: Cell<usize>,
+    /// The cluster's counter: blocks of values, and each thread's place. Kept until the thread
+    /// sees a table without the cluster.
+    counter: Arc<RoundRobinCounter>,
+    /// The thread's own counter, for policy objects.
+    own: Cell<usize>,
+    /// Values left in the block taken, and where it ends: the next value is `end - left`.
+    left: Cell<usize>,
+    end: Cell<usize>,
+    /// The next value mod the size of the group picked from (set anew when the group changes,
+    /// see [`ThreadCursor::regroup`]).
+    index: Cell<usize>,
+}
+
+impl ThreadCursor {
+    /// The index of the block's next value in a group of `n` whose first count sits `offset()`
+    /// counts into its cache line, taking the counter's next block when this one is used up.
+    #[inline(always)]
+    fn index(&self, n: usize, offset: impl FnOnce() -> usize) -> usize {
+        let left = self.left.get();
+        if left != 0 {
+            let i = self.index.get();
+            self.left.set(left - 1);
+            self.index.set(if i + 1 < n { i + 1 } else { 0 });
+            i
+        } else {
+            self.refill(n, offset())
+        }
+    }
+
+    /// Takes the counter's next block, returns the index of its first value and advances past
+    /// it.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, n: usize, offset: usize) -> usize {
+        let block = self.counter.take_block(n, offset);
+        let i = block.start % n;
+        self.end.set(block.end);
+        self.left.set(block.len() - 1);
+        self.index.set(if i + 1 < n { i + 1 } else { 0 });
+        i
+    }
+
+    /// The thread now picks from a group of `n`: the rest of the block is walked in it, from
+    /// the next value's index there.
+    #[cold]
+    fn regroup(&self, n: usize) {
+        let value = self.end.get() - self.left.get();
+        self.index.set(value.checked_rem(n).unwrap_or(0));
+    }
 }
 
 /// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
@@ -193,22 +244,29 @@ pub(crate) enum Counter<'a> {
         cursors: &'a [ThreadCursor],
         at: usize,
     },
-    /// The cluster's shared counter (picks from inside a pick, retries).
-    Shared(&'a AtomicUsize),
+    /// The cluster's counter (picks from inside a pick, retries).
+    Shared(&'a RoundRobinCounter),
 }
 
-impl Counter<'_> {
-    /// The counter's value, advanced by one.
+impl Cursor for Counter<'_> {
     #[inline]
-    pub fn next(&self) -> usize {
+    fn next(&self) -> usize {
         match self {
             Counter::Thread { cursors, at } => {
-                let cursor = &cursors[*at].next;
+                let cursor = &cursors[*at].own;
                 let value = cursor.get();
                 cursor.set(value.wrapping_add(1));
                 value
             }
-            Counter::Shared(shared) => shared.fetch_add(1, Ordering::Relaxed),
+            Counter::Shared(shared) => shared.next(),
+        }
+    }
+
+    #[inline(always)]
+    fn index(&self, n: usize, counts: &GroupCounts) -> usize {
+        match self {
+            Counter::Thread { cursors, at } => cursors[*at].index(n, || counts.line_offset()),
+            Counter::Shared(shared) => shared.next() % n,
         }
     }
 }
@@ -222,7 +280,8 @@ thread_local! {
 
 /// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster) and the
 /// round-robin counter picks advance: the pick path. Loads nothing shared while the table and
-/// the snapshot are unchanged, and writes nothing shared.
+/// the snapshot are unchanged, and writes nothing shared (a round-robin pick takes a block of
+/// the cluster's counter once per up to 64 picks).
 #[inline(always)]
 pub(crate) fn with_snapshot<R>(
     cell: &TableCell,
@@ -268,6 +327,14 @@ impl PickCache {
             self.seen = Arc::as_ptr(table);
             self.snapshots.clear();
             self.snapshots.resize_with(table.entries.len(), || None);
+            // The cursors of clusters this table no longer has go (before any entry points
+            // into the cursors again).
+            self.cursors.retain(|c| {
+                table
+                    .entries
+                    .iter()
+                    .any(|(_, runtime)| Arc::ptr_eq(&runtime.counter, &c.counter))
+            });
         }
         let position = table.position(cluster)?;
         let entry = match &mut self.snapshots[position] {
@@ -277,6 +344,7 @@ impl PickCache {
                 let mut snapshot = Cache::new(runtime.cell.clone());
                 let best = snapshot.load().best.clone();
                 let cursor = cursor_of(&mut self.cursors, &runtime.counter, best.len());
+                self.cursors[cursor].regroup(best.len());
                 let ticket = Ticket::new(best);
                 empty.insert(Entry {
                     snapshot,
@@ -288,6 +356,7 @@ impl PickCache {
         let snapshot = entry.snapshot.load();
         if !Arc::ptr_eq(entry.ticket.group(), &snapshot.best) {
             entry.ticket = Ticket::new(snapshot.best.clone());
+            self.cursors[entry.cursor].regroup(snapshot.best.len());
         }
         Some(Picking {
             snapshot,
@@ -351,21 +420,20 @@ pub(crate) fn with_current<R>(cell: &SnapshotCell, f: impl FnOnce(&ClusterSnapsh
 /// The position of this thread's cursor for the cluster counting with `counter`, added when the
 /// thread first picks from it.
 #[cold]
-fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<AtomicUsize>, n: usize) -> usize {
+fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<RoundRobinCounter>, n: usize) -> usize {
     if let Some(position) = cursors
         .iter()
-        .position(|c| std::ptr::eq(c.counter.as_ptr(), Arc::as_ptr(counter)))
+        .position(|c| Arc::ptr_eq(&c.counter, counter))
     {
         return position;
     }
-    // Clusters that are gone leave their cursors behind; sweep them now and then.
-    if cursors.len() >= 32 {
-        cursors.retain(|c| c.counter.strong_count() > 0);
-    }
-    let place = counter.fetch_add(1, Ordering::Relaxed) as u64;
+    let place = counter.next_place() as u64;
     cursors.push(ThreadCursor {
-        counter: Arc::downgrade(counter),
-        next: Cell::new(offset(place, n)),
+        counter: counter.clone(),
+        own: Cell::new(offset(place, n)),
+        left: Cell::new(0),
+        end: Cell::new(0),
+        index: Cell::new(0),
     });
     cursors.len() - 1
 }
@@ -377,7 +445,66 @@ pub(crate) fn load(cell: &TableCell, cluster: &str) -> Option<Guard<Arc<ClusterS
 
 #[cfg(test)]
 mod tests {
-    use super::{offset, same_bytes};
+    use super::{offset, same_bytes, RoundRobinCounter, ThreadCursor};
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    fn cursor(counter: &Arc<RoundRobinCounter>) -> ThreadCursor {
+        ThreadCursor {
+            counter: counter.clone(),
+            own: Cell::new(0),
+            left: Cell::new(0),
+            end: Cell::new(0),
+            index: Cell::new(0),
+        }
+    }
+
+    /// Two threads' cursors on one cluster counter, picking in turn from 200 destinations whose
+    /// first count sits 5 into a line: each uses every value of its blocks once, the two are
+    /// never in the same stretch of four lines, and together they pick every destination as
+    /// often as one thread would (up to the unused rest of their last blocks).
+    #[test]
+    fn two_cursors_share_the_counter_a_stretch_apart() {
+        let counter = Arc::new(RoundRobinCounter::default());
+        let (a, b) = (cursor(&counter), cursor(&counter));
+        let (n, offset) = (200, 5);
+        let stretch = |i: usize| (i + offset) / 64;
+        let mut picks = vec![0u32; n];
+        for step in 0..4000 {
+            let i = a.index(n, || offset);
+            let j = b.index(n, || offset);
+            picks[i] += 1;
+            picks[j] += 1;
+            // Both took their first block before this: from then on they walk apart.
+            assert_ne!(stretch(i), stretch(j), "step {step}: {i} and {j}");
+        }
+        // 8,000 picks: 40 a destination; each cursor's unused rest costs a destination at most 1.
+        assert!(picks.iter().all(|&p| (38..=41).contains(&p)), "{picks:?}");
+        assert_eq!(picks.iter().sum::<u32>(), 8000);
+    }
+
+    /// One cursor alone follows the spec's counter: 0, 1, 2, ... mod the group size, and after
+    /// the group changes size mid-block, the next value mod the new size.
+    #[test]
+    fn one_cursor_sees_the_counters_sequence_across_a_change_of_the_group() {
+        let counter = Arc::new(RoundRobinCounter::default());
+        let c = cursor(&counter);
+        let picked: Vec<usize> = (0..250).map(|_| c.index(100, || 3)).collect();
+        let expected: Vec<usize> = (0..250).map(|v| v % 100).collect();
+        assert_eq!(picked, expected);
+        c.regroup(7);
+        let picked: Vec<usize> = (250..400).map(|_| c.index(7, || 0)).collect();
+        let expected: Vec<usize> = (250..400).map(|v| v % 7).collect();
+        assert_eq!(picked, expected);
+        // A retry's value in between: the cursor's next block starts after it.
+        c.regroup(1000);
+        let rest = c.left.get();
+        (0..rest).for_each(|_| {
+            c.index(1000, || 0);
+        });
+        let retry = counter.next();
+        assert_eq!(c.index(1000, || 0), (retry + 1) % 1000);
+    }
 
     /// The first thread starts at 0 (one thread sees 0, 1, 2, ...); the second 61.8% of the way
     /// round, the third 23.6%; and any number of threads start apart: eight threads in a group

@@ -13,6 +13,7 @@ use super::least_requests::LeastRequests;
 use super::power_of_two::PowerOfTwoChoices;
 use super::random::Random;
 use super::round_robin::RoundRobin;
+use super::round_robin_counter::Cursor;
 use crate::destination::handle::Ticket;
 use crate::rng::Draws;
 
@@ -48,14 +49,14 @@ impl Direct {
     }
 
     /// The index `policy` picks in the group `ticket` holds (length `n` >= 2), with `rng`'s
-    /// draws, the round-robin `counter` and what was `prepared` for the group. The context a
+    /// draws, the round-robin `cursor` and what was `prepared` for the group. The context a
     /// policy object gets is built only for a call through the object.
     #[inline(always)]
     pub fn pick(
         self,
         policy: &dyn LoadBalancingPolicy,
         rng: Draws<'_>,
-        counter: &impl Fn() -> usize,
+        cursor: &impl Cursor,
         prepared: &Prepared,
         ticket: &Ticket,
         n: usize,
@@ -66,11 +67,12 @@ impl Direct {
             Direct::PowerOfTwoChoices => {
                 PowerOfTwoChoices::pick_by(rng, n, |i| ticket.counts().in_flight(i))
             }
-            Direct::RoundRobin => RoundRobin::pick_unweighted(counter(), n),
+            // The cluster counter, a block at a time (`round_robin_counter.rs`).
+            Direct::RoundRobin => cursor.index(n, ticket.counts()),
             Direct::Policy => policy.pick(
                 &PickContext {
                     rng,
-                    counter,
+                    counter: &|| cursor.next(),
                     prepared,
                 },
                 ticket.group(),

@@ -15,6 +15,7 @@ pub(crate) mod least_requests;
 pub(crate) mod power_of_two;
 pub(crate) mod random;
 pub(crate) mod round_robin;
+pub(crate) mod round_robin_counter;
 pub(crate) mod weights;
 
 pub use balancing::{LoadBalancingPolicy, PickContext, Prepared};
