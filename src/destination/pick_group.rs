@@ -125,7 +125,8 @@ impl GroupCounts {
     pub fn line_offset(&self) -> usize {
         if self.run != NO_RUN {
             let address = std::ptr::from_ref(self.count(self.run)) as usize;
-            address % (COUNTS_PER_LINE * 4) / 4
+            let size = std::mem::size_of::<AtomicU32>();
+            address % (COUNTS_PER_LINE * size) / size
         } else {
             0
         }

@@ -177,28 +177,23 @@ impl ThreadCursor {
     /// counts into its cache line, taking the counter's next block when this one is used up.
     #[inline(always)]
     fn index(&self, n: usize, offset: impl FnOnce() -> usize) -> usize {
-        let left = self.left.get();
-        if left != 0 {
-            let i = self.index.get();
-            self.left.set(left - 1);
-            self.index.set(if i + 1 < n { i + 1 } else { 0 });
-            i
-        } else {
-            self.refill(n, offset())
+        if self.left.get() == 0 {
+            self.refill(n, offset());
         }
-    }
-
-    /// Takes the counter's next block, returns the index of its first value and advances past
-    /// it.
-    #[cold]
-    #[inline(never)]
-    fn refill(&self, n: usize, offset: usize) -> usize {
-        let block = self.counter.take_block(n, offset);
-        let i = block.start % n;
-        self.end.set(block.end);
-        self.left.set(block.len() - 1);
+        let i = self.index.get();
+        self.left.set(self.left.get() - 1);
         self.index.set(if i + 1 < n { i + 1 } else { 0 });
         i
+    }
+
+    /// Takes the counter's next block: its values are next.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, n: usize, offset: usize) {
+        let block = self.counter.take_block(n, offset);
+        self.index.set(block.start % n);
+        self.end.set(block.end);
+        self.left.set(block.len());
     }
 
     /// The thread now picks from a group of `n`: the rest of the block is walked in it, from
