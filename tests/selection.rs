@@ -497,34 +497,103 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 /// checks every destination's count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
-    for (n, tiers) in [(6, 1), (6, 2), (1_100, 1), (1_100, 2)] {
-        let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), i % tiers)).collect();
-        let refs: Vec<(&str, u32)> = dests.iter().map(|(id, t)| (id.as_str(), *t)).collect();
-        let engine = cluster("RoundRobin", &refs);
-        let best = n.div_ceil(tiers) as usize;
-        let handles: Vec<_> = (0..best)
-            .map(|_| engine.pick_endpoint("c").unwrap())
-            .collect();
-        let status = engine.status();
-        for (i, (id, tier)) in dests.iter().enumerate() {
-            let want = usize::from(*tier == 0);
-            let got = status.clusters[0].destination(id).unwrap().in_flight;
-            assert_eq!(got, want, "{n} destinations in {tiers} tiers: d{i}");
+    // RoundRobin's counts are side by side, Random's and PowerOfTwoChoices' first 256 four
+    // cells apart and the rest side by side: both layouts, within and past their first chunk.
+    for policy in ["RoundRobin", "PowerOfTwoChoices", "Random"] {
+        for (n, tiers) in [(6, 1), (6, 2), (1_100, 1), (1_100, 2)] {
+            let case = format!("{policy}, {n} destinations in {tiers} tiers");
+            let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), i % tiers)).collect();
+            let refs: Vec<(&str, u32)> = dests.iter().map(|(id, t)| (id.as_str(), *t)).collect();
+            let engine = cluster(policy, &refs);
+            let best = n.div_ceil(tiers) as usize;
+            let handles: Vec<_> = (0..best)
+                .map(|_| engine.pick_endpoint("c").unwrap())
+                .collect();
+            let mut held: HashMap<&str, usize> = HashMap::new();
+            for h in &handles {
+                assert_eq!(h.destination().tier(), 0, "{case}");
+                *held.entry(h.destination().id()).or_default() += 1;
+            }
+            if policy == "RoundRobin" {
+                assert_eq!(held.len(), best, "{case}: one handle per destination");
+            }
+            let status = engine.status();
+            for (i, (id, _)) in dests.iter().enumerate() {
+                let want = held.get(id.as_str()).copied().unwrap_or(0);
+                let got = status.clusters[0].destination(id).unwrap().in_flight;
+                assert_eq!(got, want, "{case}: d{i}");
+            }
+            for h in &handles {
+                assert_eq!(h.destination().in_flight(), held[h.destination().id()]);
+            }
+            drop(handles);
+            let status = engine.status();
+            assert!(
+                status.clusters[0]
+                    .destinations
+                    .iter()
+                    .all(|d| d.in_flight == 0),
+                "{case}: counts left after the drops"
+            );
         }
-        for h in &handles {
-            assert_eq!(h.destination().in_flight(), 1);
-            assert_eq!(h.destination().tier(), 0);
-        }
-        drop(handles);
-        let status = engine.status();
-        assert!(
-            status.clusters[0]
-                .destinations
-                .iter()
-                .all(|d| d.in_flight == 0),
-            "{n} destinations in {tiers} tiers: counts left after the drops"
+    }
+}
+
+/// A cluster keeps the layout of its counts across reloads: started with 200 destinations under
+/// PowerOfTwoChoices (counts four cells apart), grown to 300 (past the first chunk's 256
+/// places), its picks count on the picked destinations; switched to LeastRequests, it is still
+/// scanned in order, each pick going to the first destination with the fewest in flight.
+#[test]
+fn least_requests_reads_counts_laid_out_for_power_of_two() {
+    let config = |policy: &str, n: u16| {
+        (0..n).fold(
+            ClusterConfig::new("c").load_balancing_policy(policy),
+            |c, i| {
+                c.destination(DestinationConfig::new(
+                    format!("d{i:03}"),
+                    format!("http://127.0.0.1:{}/", 30000 + i),
+                ))
+            },
+        )
+    };
+    let engine = Engine::new(Config::new().cluster(config("PowerOfTwoChoices", 200))).unwrap();
+    engine
+        .apply_config(Config::new().cluster(config("PowerOfTwoChoices", 300)))
+        .unwrap();
+    // Grown past the first chunk, PowerOfTwoChoices counts each pick on its own destination.
+    let held: Vec<_> = (0..600)
+        .map(|_| engine.pick_endpoint("c").unwrap())
+        .collect();
+    let mut per_id: HashMap<&str, usize> = HashMap::new();
+    for h in &held {
+        *per_id.entry(h.destination().id()).or_default() += 1;
+    }
+    for d in &engine.status().clusters[0].destinations {
+        assert_eq!(
+            d.in_flight,
+            per_id.get(d.id.as_str()).copied().unwrap_or(0),
+            "{}",
+            d.id
         );
     }
+    drop(held);
+    engine
+        .apply_config(Config::new().cluster(config("LeastRequests", 300)))
+        .unwrap();
+    let mut handles: Vec<_> = (0..300)
+        .map(|_| engine.pick_endpoint("c").unwrap())
+        .collect();
+    let ids: Vec<&str> = handles.iter().map(|h| h.destination().id()).collect();
+    let want: Vec<String> = (0..300).map(|i| format!("d{i:03}")).collect();
+    assert_eq!(ids, want);
+    // Every destination busy; free one past the first chunk, then one in it.
+    drop(handles.remove(270));
+    assert_eq!(pick_id(&engine), "d270");
+    drop(handles.remove(100));
+    let again = engine.pick_endpoint("c").unwrap();
+    assert_eq!(again.destination().id(), "d100");
+    assert_eq!(pick_id(&engine), "d270");
+    drop((handles, again));
 }
 
 /// PowerOfTwoChoices reads the counts of a group whose counts are spread out (tier-0

@@ -65,10 +65,11 @@ pub struct PickHandle {
 }
 
 impl PickHandle {
-    /// Counts the destination at `index` of `ticket`'s group in flight.
+    /// Counts the destination at `index` of `ticket`'s group in flight, at `place`, where the
+    /// group keeps its count (`GroupCounts::place(index)`).
     #[inline]
-    pub(crate) fn new(ticket: &Arc<Ticket>, index: usize) -> Self {
-        let place = ticket.counts.place(index);
+    pub(crate) fn new(ticket: &Arc<Ticket>, index: usize, place: u32) -> Self {
+        debug_assert_eq!(place, ticket.counts.place(index));
         ticket.counts.count(place).fetch_add(1, Ordering::Relaxed);
         let handle = PickHandle {
             ticket: ticket.clone(),
@@ -85,7 +86,9 @@ impl PickHandle {
 
     /// A handle counting `destination` in flight, taken outside a pick (a group of its own).
     pub(crate) fn of(destination: Arc<Destination>) -> Self {
-        PickHandle::new(&Ticket::new(Arc::new(PickGroup::new(vec![destination]))), 0)
+        let ticket = Ticket::new(Arc::new(PickGroup::new(vec![destination])));
+        let place = ticket.counts.place(0);
+        PickHandle::new(&ticket, 0, place)
     }
 
     #[inline]

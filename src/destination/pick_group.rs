@@ -3,13 +3,14 @@
 //! destination itself.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-use super::in_flight::{stand_in_chunk, CountChunk, CHUNK, COUNTS_PER_LINE};
+use super::in_flight::{stand_in_chunk, CountChunk, Layout, CHUNK, COUNTS_PER_LINE, SPREAD};
 use super::Destination;
 
-/// [`GroupCounts::run`] when the places do not run on one after another.
+/// [`GroupCounts::run`] and [`GroupCounts::spread_run`] when the places do not run on one after
+/// another (in the group's layout).
 const NO_RUN: u32 = u32::MAX;
 
 /// A group of destinations (a cluster's best group, or a retry's) and where their in-flight
@@ -25,8 +26,8 @@ pub(crate) struct PickGroup {
 /// keeps its own copy at hand.
 #[derive(Clone)]
 pub(crate) struct GroupCounts {
-    /// The pool's first chunk (every place of a cluster of up to 1,024 destinations), or a
-    /// stand-in when the group has no place in it.
+    /// The pool's first chunk (every place of a cluster of up to 1,024 destinations, 256 in a
+    /// spread pool), or a stand-in when the group has no place in it.
     first: Arc<CountChunk>,
     /// The place number ([`InFlight::number`](super::in_flight::InFlight::number)) of each
     /// destination's count, in group order.
@@ -36,6 +37,11 @@ pub(crate) struct GroupCounts {
     /// (a healthy cluster of one tier, not reshuffled since): a pick then finds its count's
     /// place by arithmetic instead of reading `places`. [`NO_RUN`] otherwise.
     run: u32,
+    /// The same for a spread pool (`places[k] == spread_run + 4 * k`, see [`Layout`]). Kept
+    /// apart from `run` so that each case costs one addition: shifting by the layout's step
+    /// instead put a cycle more between a pick's index and its count (PowerOfTwoChoices took
+    /// about 1 ns more a pick, measured).
+    spread_run: u32,
     /// The pool's chunks the places are in, by chunk number. A number no destination of the
     /// group uses holds another chunk of the group (never read), so that the lookup needs no
     /// `Option`.
@@ -46,13 +52,24 @@ impl PickGroup {
     /// The group of `destinations`, in that order.
     pub fn new(destinations: Vec<Arc<Destination>>) -> Self {
         let places: Arc<[u32]> = destinations.iter().map(|d| d.in_flight.number()).collect();
-        let runs_on = |&first: &u32| {
+        // Every destination of a group counts in the same pool.
+        let layout = destinations
+            .first()
+            .map_or(Layout::Compact, |d| d.in_flight.layout());
+        // Places handed out one after another are `step` apart.
+        let step = u64::from(layout.step());
+        let runs_on = places.first().is_some_and(|&first| {
             places
                 .iter()
                 .enumerate()
-                .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64)
+                .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64 * step)
+        });
+        let first_place = places.first().copied().filter(|_| runs_on);
+        let (run, spread_run) = match (first_place, layout) {
+            (Some(first), Layout::Compact) => (first, NO_RUN),
+            (Some(first), Layout::Spread) => (NO_RUN, first),
+            (None, _) => (NO_RUN, NO_RUN),
         };
-        let run = places.first().filter(|f| runs_on(f)).map_or(NO_RUN, |&f| f);
         let mut chunks: Vec<Option<Arc<CountChunk>>> = Vec::new();
         for d in &destinations {
             let (chunk, _) = d.in_flight.place();
@@ -77,6 +94,7 @@ impl PickGroup {
                 first,
                 places,
                 run,
+                spread_run,
                 chunks,
             },
         }
@@ -99,9 +117,11 @@ impl GroupCounts {
     /// The place number of the count of the destination at `index` (below the group's length).
     #[inline(always)]
     pub fn place(&self, index: usize) -> u32 {
+        // `index` is below the length, so either run gives `places[index]`.
         if self.run != NO_RUN {
-            // `index` is below the length, so this is `places[index]`.
             self.run + index as u32
+        } else if self.spread_run != NO_RUN {
+            self.spread_run + index as u32 * SPREAD as u32
         } else {
             self.places[index]
         }
@@ -123,19 +143,13 @@ impl GroupCounts {
     /// (`selection/round_robin_counter.rs`).
     #[inline]
     pub fn line_offset(&self) -> usize {
-        if self.run != NO_RUN {
-            let address = std::ptr::from_ref(self.count(self.run)) as usize;
+        if self.run != NO_RUN || self.spread_run != NO_RUN {
+            let address = std::ptr::from_ref(self.count(self.place(0))) as usize;
             let size = std::mem::size_of::<AtomicU32>();
             address % (COUNTS_PER_LINE * size) / size
         } else {
             0
         }
-    }
-
-    /// The in-flight count of the destination at `index`, read from the pool directly.
-    #[inline(always)]
-    pub fn in_flight(&self, index: usize) -> usize {
-        self.count(self.place(index)).load(Ordering::Relaxed) as usize
     }
 }
 

@@ -158,21 +158,15 @@ impl Engine {
         counter: Counter<'_>,
         rng: Draws<'_>,
     ) -> Picked {
-        let index = match ticket.counts().len() {
+        let (index, place) = match ticket.counts().len() {
             0 => return Picked::miss(nothing_to_pick(snapshot)),
-            1 => 0,
+            1 => (0, ticket.counts().place(0)),
             n => {
                 let policy = &*snapshot.settings.policies.load_balancing.policy;
-                let i = direct.pick(policy, rng, &counter, prepared, ticket, n);
-                // Custom policies may answer out of range; `%` only then (it costs a division).
-                if i < n {
-                    i
-                } else {
-                    i % n
-                }
+                direct.pick(policy, rng, &counter, prepared, ticket, n)
             }
         };
-        Picked::hit(PickHandle::new(ticket, index))
+        Picked::hit(PickHandle::new(ticket, index, place))
     }
 
     /// Lets the cluster's load-balancing policy choose in `group`, a group computed for one

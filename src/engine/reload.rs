@@ -602,6 +602,13 @@ fn merge(
             })),
         })
         .collect();
+    // A cluster's first destinations decide how its counts are laid out (`in_flight.rs`).
+    pool.expect(
+        warmed
+            .iter()
+            .filter(|w| matches!(w, Warmed::New(_)))
+            .count(),
+    );
     let members: Vec<Arc<Destination>> = warmed
         .into_iter()
         .map(|warmed| match warmed {

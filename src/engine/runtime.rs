@@ -20,6 +20,7 @@ use crate::destination::state::StateSlots;
 use crate::destination::{Destination, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
+use crate::selection::direct::count_layout;
 use crate::selection::round_robin_counter::RoundRobinCounter;
 
 #[cfg(feature = "metrics")]
@@ -205,6 +206,7 @@ impl ClusterRuntime {
         hub: Weak<Hub>,
     ) -> Arc<Self> {
         let counter = Arc::new(RoundRobinCounter::default());
+        let layout = count_layout(&*settings.policies.load_balancing.policy);
         #[cfg(feature = "metrics")]
         let metrics = ClusterMetrics::register(&settings.id);
         Arc::new_cyclic(|me| ClusterRuntime {
@@ -217,7 +219,7 @@ impl ClusterRuntime {
             warmed: watch::Sender::new(false),
             members_changed: watch::Sender::new(0),
             policy_state: StateSlots::default(),
-            counts: CountPool::default(),
+            counts: CountPool::new(layout),
             counter,
             clock,
             observer,

@@ -15,6 +15,7 @@ use super::random::Random;
 use super::round_robin::RoundRobin;
 use super::round_robin_counter::Cursor;
 use crate::destination::handle::Ticket;
+use crate::destination::in_flight::Layout;
 use crate::rng::Draws;
 
 /// How picks from one prepared group are made.
@@ -49,8 +50,9 @@ impl Direct {
     }
 
     /// The index `policy` picks in the group `ticket` holds (length `n` >= 2), with `rng`'s
-    /// draws, the round-robin `cursor` and what was `prepared` for the group. The context a
-    /// policy object gets is built only for a call through the object.
+    /// draws, the round-robin `cursor` and what was `prepared` for the group, and the place of
+    /// its in-flight count (`GroupCounts::place`; PowerOfTwoChoices has it at hand already).
+    /// The context a policy object gets is built only for a call through the object.
     #[inline(always)]
     pub fn pick(
         self,
@@ -60,24 +62,32 @@ impl Direct {
         prepared: &Prepared,
         ticket: &Ticket,
         n: usize,
-    ) -> usize {
-        match self {
+    ) -> (usize, u32) {
+        let counts = ticket.counts();
+        let index = match self {
             Direct::Random => Random::pick_unweighted(rng, n),
             // The counts read straight from the pool, not through the destinations.
-            Direct::PowerOfTwoChoices => {
-                PowerOfTwoChoices::pick_by(rng, n, |i| ticket.counts().in_flight(i))
-            }
+            Direct::PowerOfTwoChoices => return PowerOfTwoChoices::pick_placed(rng, n, counts),
             // The cluster counter, a block at a time (`round_robin_counter.rs`).
-            Direct::RoundRobin => cursor.index(n, ticket.counts()),
-            Direct::Policy => policy.pick(
-                &PickContext {
-                    rng,
-                    counter: &|| cursor.next(),
-                    prepared,
-                },
-                ticket.group(),
-            ),
-        }
+            Direct::RoundRobin => cursor.index(n, counts),
+            Direct::Policy => {
+                let i = policy.pick(
+                    &PickContext {
+                        rng,
+                        counter: &|| cursor.next(),
+                        prepared,
+                    },
+                    ticket.group(),
+                );
+                // Custom policies may answer out of range; `%` only then (it costs a division).
+                if i < n {
+                    i
+                } else {
+                    i % n
+                }
+            }
+        };
+        (index, counts.place(index))
     }
 }
 
@@ -93,9 +103,23 @@ pub(crate) fn is_built_in(policy: &dyn LoadBalancingPolicy) -> bool {
         || policy.is::<FirstAlphabetical>()
 }
 
+/// How the in-flight counts of a cluster that `policy` balances are laid out in its pool: spread
+/// for the policies that write counts at random places (Random and PowerOfTwoChoices, weighted
+/// or not), compact for the others (see [`Layout`]). Chosen when the cluster is created; a
+/// reload that changes the policy keeps the layout (picks are the same either way).
+pub(crate) fn count_layout(policy: &dyn LoadBalancingPolicy) -> Layout {
+    let policy: &dyn Any = policy;
+    if policy.is::<Random>() || policy.is::<PowerOfTwoChoices>() {
+        Layout::Spread
+    } else {
+        Layout::Compact
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Direct;
+    use super::{count_layout, Direct};
+    use crate::destination::in_flight::Layout;
     use crate::selection::balancing::{LoadBalancingPolicy, PickContext, Prepared};
     use crate::selection::{
         FirstAlphabetical, LeastRequests, PowerOfTwoChoices, Random, RoundRobin,
@@ -125,5 +149,15 @@ mod tests {
         assert_eq!(Direct::of(&Last, &none), Direct::Policy);
         // A weighted group's preparation sends every pick through the policy.
         assert_eq!(Direct::of(&Random, &Prepared::new(7u32)), Direct::Policy);
+    }
+
+    #[test]
+    fn the_policies_that_count_at_random_places_spread_their_counts() {
+        assert_eq!(count_layout(&Random), Layout::Spread);
+        assert_eq!(count_layout(&PowerOfTwoChoices), Layout::Spread);
+        assert_eq!(count_layout(&RoundRobin), Layout::Compact);
+        assert_eq!(count_layout(&LeastRequests), Layout::Compact);
+        assert_eq!(count_layout(&FirstAlphabetical), Layout::Compact);
+        assert_eq!(count_layout(&Last), Layout::Compact);
     }
 }

@@ -45,11 +45,13 @@ pub struct InFlightCounts {
     len: usize,
 }
 
-/// A stretch of the group: positions `at..at + len` count at `from..from + len` of `chunk`.
+/// A stretch of the group: positions `at..at + len` count at cells `from`, `from + step`, ...
+/// of `chunk` (`step` is 4 in a spread pool, else 1: see `Layout`).
 struct Run {
     chunk: Arc<CountChunk>,
     from: usize,
     len: usize,
+    step: usize,
     at: usize,
 }
 
@@ -60,14 +62,17 @@ impl InFlightCounts {
         for (position, d) in group.iter().enumerate() {
             let (c, index) = d.in_flight.place();
             match runs.last_mut() {
-                // Next to the previous destination's count: the same run goes on.
-                Some(run) if Arc::ptr_eq(&run.chunk, c) && run.from + run.len == index => {
+                // The place after the previous destination's: the same run goes on.
+                Some(run)
+                    if Arc::ptr_eq(&run.chunk, c) && run.from + run.len * run.step == index =>
+                {
                     run.len += 1;
                 }
                 _ => runs.push(Run {
                     chunk: c.clone(),
                     from: index,
                     len: 1,
+                    step: c.step(),
                     at: position,
                 }),
             }
@@ -88,10 +93,18 @@ impl InFlightCounts {
         }
         let mut scan = Scan::default();
         for run in &*self.runs {
-            let counts = &run.chunk.counts[run.from..run.from + run.len];
-            if scan.block(counts.len(), run.at, |i| {
-                counts[i].load(Ordering::Relaxed) as usize
-            }) {
+            let found_0 = if run.step == 1 {
+                let counts = &run.chunk.counts[run.from..run.from + run.len];
+                scan.block(counts.len(), run.at, |i| {
+                    counts[i].load(Ordering::Relaxed) as usize
+                })
+            } else {
+                let (counts, step) = (&run.chunk.counts[run.from..], run.step);
+                scan.block(run.len, run.at, |i| {
+                    counts[i * step].load(Ordering::Relaxed) as usize
+                })
+            };
+            if found_0 {
                 break;
             }
         }

@@ -9,10 +9,12 @@
 //! weights, and a loaded one balances requests in flight per unit of weight, as Envoy's weighted
 //! least-request balancer aims to.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
 use super::weights::{self, AliasTable};
+use crate::destination::pick_group::GroupCounts;
 use crate::destination::Destination;
 use crate::rng::Draws;
 
@@ -32,6 +34,19 @@ impl PowerOfTwoChoices {
     #[inline(always)]
     pub(crate) fn pick_unweighted(rng: Draws<'_>, group: &[Arc<Destination>]) -> usize {
         Self::pick_by(rng, group.len(), |i| group[i].in_flight())
+    }
+
+    /// The pick of an unweighted group of `n` (>= 2) destinations whose in-flight counts are
+    /// where `counts` says, with the place of the chosen one's count: the two places found for
+    /// the comparison serve the handle too, rather than finding the winner's again after it.
+    #[inline(always)]
+    pub(crate) fn pick_placed(rng: Draws<'_>, n: usize, counts: &GroupCounts) -> (usize, u32) {
+        let (i, j) = rng.two_distinct(n);
+        let (place_i, place_j) = (counts.place(i), counts.place(j));
+        let load = |place| counts.count(place).load(Ordering::Relaxed);
+        // A select rather than a branch: under real load the comparison goes either way.
+        let j_wins = load(place_j) < load(place_i);
+        [(i, place_i), (j, place_j)][usize::from(j_wins)]
     }
 
     /// The pick of an unweighted group of `n` (>= 2) destinations whose in-flight counts
