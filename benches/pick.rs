@@ -89,6 +89,9 @@
 //!     update under a per-destination lock (pick + report + drop's);
 //!   - `Random`, `PowerOfTwoChoices`, `RoundRobin` and `FirstAlphabetical`: `pick_endpoint` +
 //!     drop; `<policy>_weighted`, the same over weights 1, 2, 3, 1, ...;
+//!   - `Random_gap` and `PowerOfTwoChoices_gap`: the same over a best group of `n` whose counts
+//!     do not run on one after another (one destination more, in the middle, sits in tier 1,
+//!     as an unhealthy one would be left out);
 //!   - `LeastRequests_idle` (nothing in flight: the first destination has the fewest) and
 //!     `LeastRequests_loaded` (every destination holds one request in flight for the whole run,
 //!     so a pick must read every count);
@@ -175,6 +178,21 @@ fn weighted_cluster(policy: &str, n: usize) -> ClusterConfig {
             c.destination(
                 DestinationConfig::new(format!("d{i}"), format!("http://127.0.0.1:{}/", 10000 + i))
                     .metadata("Weight", (i % 3 + 1).to_string()),
+            )
+        },
+    )
+}
+
+/// [`cluster`] with one destination more, the middle one in tier 1: the best group is `n`
+/// destinations whose counts do not run on one after another (a gap where the other tier's
+/// destination sits), as when a destination is unhealthy.
+fn gapped_cluster(policy: &str, n: usize) -> ClusterConfig {
+    (0..=n).fold(
+        ClusterConfig::new(CLUSTER).load_balancing_policy(policy),
+        |c, i| {
+            c.destination(
+                DestinationConfig::new(format!("d{i}"), format!("http://127.0.0.1:{}/", 10000 + i))
+                    .priority(u32::from(i == n / 2)),
             )
         },
     )
@@ -533,6 +551,9 @@ fn bench_baseline_inflight(c: &mut Criterion) {
 /// arms.
 const PAIRED_POLICIES: [&str; 3] = ["Random", "PowerOfTwoChoices", "RoundRobin"];
 
+/// The policies of issue #19's fourth target, whose arms also run over a best group with a gap.
+const GAPPED_POLICIES: [&str; 2] = ["Random", "PowerOfTwoChoices"];
+
 /// Rounds of the paired comparison.
 const PAIRED_ROUNDS: usize = 101;
 
@@ -733,6 +754,10 @@ fn bench_paired(_: &mut Criterion) {
             .iter()
             .map(|&policy| engine(weighted_cluster(policy, n)))
             .collect();
+        let gapped: Vec<Engine> = GAPPED_POLICIES
+            .iter()
+            .map(|&policy| engine(gapped_cluster(policy, n)))
+            .collect();
         let first_alphabetical = engine(cluster("FirstAlphabetical", n));
         let least_idle = engine(cluster("LeastRequests", n));
         // Every destination has one request in flight for the whole run: a scan must read all.
@@ -829,6 +854,14 @@ fn bench_paired(_: &mut Criterion) {
         for ((policy, engine), floor) in PAIRED_POLICIES.iter().zip(&weighted).zip(floors) {
             arms.push(arm(
                 &format!("{policy}_weighted"),
+                Some(floor),
+                batch,
+                Box::new(move || pick_and_drop(engine)),
+            ));
+        }
+        for ((policy, engine), floor) in GAPPED_POLICIES.iter().zip(&gapped).zip([RANDOM, P2C]) {
+            arms.push(arm(
+                &format!("{policy}_gap"),
                 Some(floor),
                 batch,
                 Box::new(move || pick_and_drop(engine)),

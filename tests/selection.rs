@@ -492,20 +492,30 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 
 /// Every pick counts its own destination in flight, whatever the group looks like: its
 /// destinations' counts side by side (every destination of one tier, in order), or spread out
-/// (the best tier's destinations interleaved with another tier's), within a cluster's first 1,024
-/// counts or beyond them. Each case holds one handle per destination of the best group, then
+/// (the best tier's destinations interleaved with another tier's, or one destination missing),
+/// within a cluster's first 1,024 counts or beyond them. Each case holds one handle per destination of the best group, then
 /// checks every destination's count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
-    // RoundRobin's counts are side by side, Random's and PowerOfTwoChoices' first 256 four
-    // cells apart and the rest side by side: both layouts, within and past their first chunk.
+    // RoundRobin's counts are side by side, a small cluster's under Random and
+    // PowerOfTwoChoices four cells apart: both layouts, within and past their first chunk; a
+    // best group that runs on, one interleaved with another tier, one with a destination
+    // missing (in tier 1), large enough for its places to be found by stretches of 64.
     for policy in ["RoundRobin", "PowerOfTwoChoices", "Random"] {
-        for (n, tiers) in [(6, 1), (6, 2), (1_100, 1), (1_100, 2)] {
-            let case = format!("{policy}, {n} destinations in {tiers} tiers");
-            let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), i % tiers)).collect();
+        for (n, tiers, missing) in [
+            (6, 1, None),
+            (6, 2, None),
+            (1_100, 1, None),
+            (1_100, 2, None),
+            (2_100, 2, None),
+            (1_100, 1, Some(700)),
+        ] {
+            let case = format!("{policy}, {n} destinations in {tiers} tiers, {missing:?} missing");
+            let tier = |i: u32| if Some(i) == missing { 1 } else { i % tiers };
+            let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), tier(i))).collect();
             let refs: Vec<(&str, u32)> = dests.iter().map(|(id, t)| (id.as_str(), *t)).collect();
             let engine = cluster(policy, &refs);
-            let best = n.div_ceil(tiers) as usize;
+            let best = dests.iter().filter(|(_, t)| *t == 0).count();
             let handles: Vec<_> = (0..best)
                 .map(|_| engine.pick_endpoint("c").unwrap())
                 .collect();
