@@ -122,8 +122,6 @@ pub(crate) struct CountChunk {
     pub counts: [AtomicU32; CHUNK],
     /// Its position among its pool's chunks.
     number: u32,
-    /// Cells between two places one after another (`SPREAD` in a spread pool, else 1).
-    step: u32,
     /// Its pool's layout.
     layout: Layout,
     /// The pool places are given back to.
@@ -144,7 +142,6 @@ impl CountChunk {
             lead: [0; 8],
             counts: std::array::from_fn(|_| AtomicU32::new(0)),
             number,
-            step: layout.step(),
             layout,
             pool,
         }
@@ -165,7 +162,7 @@ impl CountChunk {
     /// Cells between two places one after another in it.
     #[inline]
     pub fn step(&self) -> usize {
-        self.step as usize
+        self.layout.step() as usize
     }
 }
 

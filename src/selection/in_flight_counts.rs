@@ -46,12 +46,11 @@ pub struct InFlightCounts {
 }
 
 /// A stretch of the group: positions `at..at + len` count at cells `from`, `from + step`, ...
-/// of `chunk` (`step` is 4 in a spread pool, else 1: see `Layout`).
+/// of `chunk` (its step: 4 in a spread pool, else 1; see `Layout`).
 struct Run {
     chunk: Arc<CountChunk>,
     from: usize,
     len: usize,
-    step: usize,
     at: usize,
 }
 
@@ -64,7 +63,7 @@ impl InFlightCounts {
             match runs.last_mut() {
                 // The place after the previous destination's: the same run goes on.
                 Some(run)
-                    if Arc::ptr_eq(&run.chunk, c) && run.from + run.len * run.step == index =>
+                    if Arc::ptr_eq(&run.chunk, c) && run.from + run.len * c.step() == index =>
                 {
                     run.len += 1;
                 }
@@ -72,7 +71,6 @@ impl InFlightCounts {
                     chunk: c.clone(),
                     from: index,
                     len: 1,
-                    step: c.step(),
                     at: position,
                 }),
             }
@@ -93,13 +91,14 @@ impl InFlightCounts {
         }
         let mut scan = Scan::default();
         for run in &*self.runs {
-            let found_0 = if run.step == 1 {
+            let step = run.chunk.step();
+            let found_0 = if step == 1 {
                 let counts = &run.chunk.counts[run.from..run.from + run.len];
                 scan.block(counts.len(), run.at, |i| {
                     counts[i].load(Ordering::Relaxed) as usize
                 })
             } else {
-                let (counts, step) = (&run.chunk.counts[run.from..], run.step);
+                let counts = &run.chunk.counts[run.from..];
                 scan.block(run.len, run.at, |i| {
                     counts[i * step].load(Ordering::Relaxed) as usize
                 })
