@@ -346,10 +346,10 @@ fn retries_move_to_the_next_best_of_the_same_tier_then_the_next_tier() {
     assert_eq!(next(&["a", "b"]).unwrap(), "s");
 }
 
-/// RoundRobin has one counter per cluster (SPEC §6), which each thread takes a block of values
-/// at a time (up to 64, a stretch of in-flight counts no other thread is writing): one thread
-/// sees the exact sequence 0, 1, 2, ... across reloads; other threads walk whole rounds of a
-/// small group in their blocks, so each spreads evenly over it.
+/// RoundRobin counts on each thread (SPEC §6 and §12: a pick writes nothing shared but its
+/// count): the first thread that picks sees the exact sequence 0, 1, 2, ... across reloads;
+/// other threads go round the group in whole laps from starts of their own, so each spreads
+/// evenly over it, and none moves the first thread's sequence.
 #[test]
 fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
     let config = |n: usize| {
@@ -376,29 +376,27 @@ fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
     engine.load_json(&config(4)).unwrap();
     assert_eq!(id(&engine), "d2");
 
-    // Other threads: each covers the group evenly, in blocks of its own.
-    let starts: Vec<(String, std::collections::BTreeMap<String, usize>)> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..3)
-                .map(|_| {
-                    let engine = &engine;
-                    s.spawn(move || {
-                        let first = id(engine);
-                        let mut counts = std::collections::BTreeMap::new();
-                        for _ in 0..400 {
-                            *counts.entry(id(engine)).or_insert(0) += 1;
-                        }
-                        (first, counts)
-                    })
+    // Other threads: each covers the group evenly, lap after lap.
+    let counts: Vec<std::collections::BTreeMap<String, usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let engine = &engine;
+                s.spawn(move || {
+                    let mut counts = std::collections::BTreeMap::new();
+                    for _ in 0..400 {
+                        *counts.entry(id(engine)).or_insert(0) += 1;
+                    }
+                    counts
                 })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-    for (_, counts) in &starts {
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for counts in &counts {
         assert_eq!(counts.len(), 4);
         assert!(counts.values().all(|&c| c == 100), "{counts:?}");
     }
-    // The main thread goes on with its own block: the others took theirs after it.
+    // The main thread goes on with its own counter.
     assert_eq!(id(&engine), "d3");
 }
 
@@ -550,11 +548,18 @@ fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
 }
 
 /// A cluster keeps the layout of its counts across reloads: started with 200 destinations under
-/// PowerOfTwoChoices (counts four cells apart), grown to 300 (past the first chunk's 256
-/// places), its picks count on the picked destinations; switched to LeastRequests, it is still
-/// scanned in order, each pick going to the first destination with the fewest in flight.
+/// PowerOfTwoChoices (counts four cells apart) or RoundRobin (two cells apart), grown to 300
+/// (past the first chunk's 256 or 512 places), its picks count on the picked destinations;
+/// switched to LeastRequests, it is still scanned in order, each pick going to the first
+/// destination with the fewest in flight.
 #[test]
-fn least_requests_reads_counts_laid_out_for_power_of_two() {
+fn least_requests_reads_counts_laid_out_for_other_policies() {
+    for first in ["PowerOfTwoChoices", "RoundRobin"] {
+        least_requests_reads_counts_laid_out_for(first);
+    }
+}
+
+fn least_requests_reads_counts_laid_out_for(first: &str) {
     let config = |policy: &str, n: u16| {
         (0..n).fold(
             ClusterConfig::new("c").load_balancing_policy(policy),
@@ -566,11 +571,11 @@ fn least_requests_reads_counts_laid_out_for_power_of_two() {
             },
         )
     };
-    let engine = Engine::new(Config::new().cluster(config("PowerOfTwoChoices", 200))).unwrap();
+    let engine = Engine::new(Config::new().cluster(config(first, 200))).unwrap();
     engine
-        .apply_config(Config::new().cluster(config("PowerOfTwoChoices", 300)))
+        .apply_config(Config::new().cluster(config(first, 300)))
         .unwrap();
-    // Grown past the first chunk, PowerOfTwoChoices counts each pick on its own destination.
+    // Grown, the policy counts each pick on its own destination.
     let held: Vec<_> = (0..600)
         .map(|_| engine.pick_endpoint("c").unwrap())
         .collect();

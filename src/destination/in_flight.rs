@@ -1,15 +1,14 @@
 //! A destination's in-flight count (SPEC §6): picks whose handle is not dropped yet.
 //!
 //! Every destination keeps its count in its cluster's [`CountPool`]: 4-byte counts in chunks of
-//! [`CHUNK`], side by side or, in a cluster balanced at random that starts with at most 256
-//! destinations, four to a cache line ([`Layout`]). A pick writes the count and nothing else of the destination (the
-//! handle keeps the destination alive through its thread's ticket, see `handle.rs`), so:
+//! [`CHUNK`], side by side or, in a small cluster balanced by round robin or at random, two or
+//! four cells apart ([`Layout`]). A pick writes the count and nothing else of the destination
+//! (the handle keeps the destination alive through its thread's ticket, see `handle.rs`), so:
 //!
 //! - the counts a pick writes at 10,000 destinations take 40 KiB, not a 64-byte block each;
-//! - round robin writes counts in order, sixteen to a cache line, so two threads going round
-//!   the same group move a line between them once every sixteen picks rather than on each;
-//! - a policy that reads every count (LeastRequests) walks a compact array;
-//! - two threads picking at random from a small group meet in a line a quarter as often.
+//! - two threads picking from one group move lines of counts between them as seldom as the
+//!   policy's way of walking the group allows (see [`Layout`]);
+//! - a policy that reads every count (LeastRequests) walks a compact array.
 //!
 //! A place is given back when its destination is dropped, and handed out again lowest first, so
 //! that destinations published together sit together.
@@ -23,34 +22,49 @@ use parking_lot::Mutex;
 /// Counts per chunk of a pool (4 KiB).
 pub(crate) const CHUNK: usize = 1024;
 
-/// Counts per 64-byte cache line.
-pub(crate) const COUNTS_PER_LINE: usize = 16;
-
 /// How many cells apart a spread pool keeps its counts: four to a cache line instead of sixteen.
 pub(crate) const SPREAD: usize = 4;
 
-/// The most destinations a spread pool takes in its first placement: a cluster that starts
-/// larger keeps its counts side by side (see [`Layout`]).
+/// How many cells apart an alternate pool keeps its counts: eight to a cache line.
+pub(crate) const ALTERNATE: usize = 2;
+
+/// The most destinations a spread or alternate pool takes in its first placement: a cluster
+/// that starts larger keeps its counts side by side (see [`Layout`]).
 pub(crate) const SPREAD_UP_TO: usize = 256;
 
 /// How a pool lays out its counts.
 ///
-/// - `Compact`: every count next to the previous one, sixteen to a line. Round robin walks
-///   lines in order, LeastRequests scans as few lines as there can be, and a large group's
-///   counts take as little cache as they can (10,000 take 40 KiB).
+/// Two threads picking from one group move a line of counts between their cores whenever a
+/// pick writes a count in a line the other thread wrote last. How often that happens depends
+/// on how the policy walks the group, so each policy gets its layout:
+///
+/// - `Compact`: every count next to the previous one, sixteen to a line. LeastRequests scans as
+///   few lines as there can be, and a large group's counts take as little cache as they can
+///   (10,000 take 40 KiB).
+/// - `Alternate`: every other cell, eight counts to a line, for round robin. Each thread goes
+///   round the whole group (`engine/table.rs`), so the lines it reaches were mostly written by
+///   the other thread since its last lap: one move per line, fewer counts to a line meaning
+///   more moves; and two threads that happen to walk the same line at the same time move it on
+///   each pick, more counts to a line meaning more such meetings (one group in seven lines at
+///   100 compact counts). Measured on the 2026-12-05 host at 100 destinations (interleaved
+///   paired runs, eight each): two threads 0.96-1.42x one thread alternate, 0.68-1.24x
+///   spread, 0.86-1.59x compact (0.89 and below in three runs of eight).
 /// - `Spread`: four cells apart, four counts to a line. A policy that writes counts at random
 ///   places (Random, PowerOfTwoChoices) on several threads moves a line between cores whenever
 ///   two threads' picks meet in it; 100 compact counts have seven lines to meet in, spread
 ///   ones 25. Measured on the 2026-12-05 host at 100 destinations (the pick bench's paired
 ///   runs): PowerOfTwoChoices on two threads 0.68-0.72x one thread spread, 0.62-0.64x
-///   compact, its floor 0.71-0.80x. Spread counts take four times
-///   the cache, which costs one thread more than it saves two in a large group (Random at
-///   10,000 destinations, all spread: 2.05x the baseline instead of 1.76x), so a cluster whose
-///   first placement brings more than [`SPREAD_UP_TO`] destinations stays compact.
+///   compact, its floor 0.71-0.80x.
+///
+/// Counts further apart take more cache, which costs one thread more than it saves two in a
+/// large group (Random at 10,000 destinations, all spread: 2.05x the baseline instead of 1.76x),
+/// so a cluster whose first placement brings more than [`SPREAD_UP_TO`] destinations keeps
+/// them compact; in a large group two threads rarely meet in a line anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum Layout {
     #[default]
     Compact,
+    Alternate,
     Spread,
 }
 
@@ -60,6 +74,7 @@ impl Layout {
     pub fn step(self) -> u32 {
         match self {
             Layout::Compact => 1,
+            Layout::Alternate => ALTERNATE as u32,
             Layout::Spread => SPREAD as u32,
         }
     }
@@ -110,11 +125,10 @@ impl InFlight {
     }
 }
 
-/// `CHUNK` counts side by side, starting half-way into a cache line, the same in every chunk
-/// (so a round-robin block's lines are the same in each, see `GroupCounts::line_offset`).
+/// `CHUNK` counts side by side, starting half-way into a cache line, the same in every chunk.
 /// Measured on the 2026-12-05 host: with the counts starting on a line, LeastRequests' scan of
-/// 100 busy destinations took 73 ns instead of 61 (RoundRobin 0.7 ns less); half-way, both as
-/// with the chunk where the allocator put it.
+/// 100 busy destinations took 73 ns instead of 61; half-way, as with the chunk where the
+/// allocator put it.
 #[repr(C, align(64))]
 pub(crate) struct CountChunk {
     /// Puts the counts half-way into a line.
@@ -207,7 +221,7 @@ impl CountPool {
     }
 
     /// Told that `count` destinations are about to be placed: if they are the pool's first and
-    /// more than [`SPREAD_UP_TO`], a spread pool becomes compact.
+    /// more than [`SPREAD_UP_TO`], the pool becomes compact.
     pub fn expect(&self, count: usize) {
         let mut places = self.0.places.lock();
         if places.next == 0 && count > SPREAD_UP_TO {
@@ -335,6 +349,31 @@ mod tests {
         drop(gone);
         let again = pool.place();
         assert_eq!(place_of(&again), (0, 9 * SPREAD));
+    }
+
+    /// Round robin's pool: two cells apart, eight counts to a line; a large first placement
+    /// keeps it compact too.
+    #[test]
+    fn an_alternate_pool_keeps_its_places_two_cells_apart() {
+        let pool = CountPool::new(Layout::Alternate);
+        pool.expect(SPREAD_UP_TO);
+        let per_chunk = CHUNK / ALTERNATE;
+        let counts: Vec<InFlight> = (0..per_chunk + 2).map(|_| pool.place()).collect();
+        for (k, count) in counts.iter().enumerate() {
+            assert_eq!(count.number() as usize, k * ALTERNATE);
+        }
+        assert_eq!(place_of(&counts[per_chunk - 1]), (0, CHUNK - ALTERNATE));
+        assert_eq!(place_of(&counts[per_chunk + 1]), (1, ALTERNATE));
+        assert_eq!(counts[0].place().0.step(), ALTERNATE);
+        // 100 counts from half-way into a line: cells 8 to 206, 13 lines (7 compact).
+        let lines: std::collections::BTreeSet<usize> = counts[..100]
+            .iter()
+            .map(|c| std::ptr::from_ref(c.cell()) as usize / 64)
+            .collect();
+        assert_eq!(lines.len(), 13);
+        let large = CountPool::new(Layout::Alternate);
+        large.expect(SPREAD_UP_TO + 1);
+        assert_eq!(large.layout(), Layout::Compact);
     }
 
     /// A spread pool whose first placement brings more than 256 destinations is compact; once

@@ -18,7 +18,6 @@ use arc_swap::{ArcSwap, Guard};
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::handle::Ticket;
-use crate::destination::pick_group::GroupCounts;
 use crate::ids::with_folded;
 use crate::rng::{with_thread_generator, LocalRng};
 use crate::selection::round_robin_counter::{Cursor, RoundRobinCounter};
@@ -150,71 +149,152 @@ struct Entry {
     cursor: usize,
 }
 
-/// A thread's round-robin cursor for one cluster.
+/// A thread's round-robin cursor for one cluster: the thread's own counter, so that a pick
+/// writes nothing shared but its destination's count (SPEC §12).
 ///
-/// An unweighted group picked in place: the block of the cluster counter's values this thread
-/// took, walked with the index of its next value; the counter is written once per block (up to
-/// 64 picks), see `selection/round_robin_counter.rs`. A policy object (weighted groups, custom
-/// policies): a counter of the thread's own, from 0 for the first thread that picks from the
-/// cluster (one thread sees the exact sequence 0, 1, 2, ...), from its own offset for every
-/// later one, so threads together still spread evenly.
+/// The first thread that picks from the cluster (place 0) counts from 0 and walks the group in
+/// order: one thread sees the spec's exact sequence 0, 1, 2, ... mod the group size, in place and
+/// through a policy object alike, across changes of the group too. Every later thread starts
+/// its counter elsewhere ([`offset`]) and, picking an unweighted group in place, goes round it in
+/// *laps*: whole rounds of the group in order (one round, or enough of a small group's to make
+/// [`LAP_AT_LEAST`] picks), each lap from a start of its own ([`lap_start`]). Two threads
+/// walking the group at the same speed from nearby places would write the same cache lines of
+/// counts on every pick and, slowed alike, stay together; a lap that starts beside the other
+/// thread's walk ends after its rounds, and the next one starts somewhere unrelated. Each lap
+/// picks every destination equally often, so threads together spread evenly (each thread at
+/// most one lap off its share).
 pub(crate) struct ThreadCursor {
-    /// The cluster's counter: blocks of values, and each thread's place. Kept until the thread
-    /// sees a table without the cluster.
+    /// The cluster's counter: each thread's place, and what identifies the cluster. Kept until
+    /// the thread sees a table without the cluster.
     counter: Arc<RoundRobinCounter>,
-    /// The thread's own counter, for policy objects.
+    /// This thread's place among the cluster's pickers: 0 for the first.
+    place: u64,
+    /// The thread's counter as last brought up to date: the first thread's picks in place
+    /// since then are counted by `left` (see [`ThreadCursor::value`]).
     own: Cell<usize>,
-    /// Values left in the block taken, and where it ends: the next value is `end - left`.
-    left: Cell<usize>,
-    end: Cell<usize>,
-    /// The next value mod the size of the group picked from (set anew when the group changes,
-    /// see [`ThreadCursor::regroup`]).
+    /// The index of the next pick in place, in the group picked from (set anew when the group
+    /// changes, see [`ThreadCursor::regroup`]).
     index: Cell<usize>,
+    /// Picks in place left in the current lap; counted down from `usize::MAX` on the first
+    /// thread, which never leaves its order.
+    left: Cell<usize>,
+    /// Laps started, for the next lap's start.
+    laps: Cell<u64>,
 }
 
+/// A lap is at least this many picks: whole rounds of a group smaller than this, so that a
+/// thread starts a lap (a hash, out of line) at most once per 64 picks.
+const LAP_AT_LEAST: usize = 64;
+
 impl ThreadCursor {
-    /// The index of the block's next value in a group of `n` whose first count sits `offset()`
-    /// counts into its cache line, taking the counter's next block when this one is used up.
+    fn new(counter: Arc<RoundRobinCounter>, place: u64, n: usize) -> ThreadCursor {
+        let cursor = ThreadCursor {
+            counter,
+            place,
+            own: Cell::new(offset(place, n)),
+            index: Cell::new(0),
+            left: Cell::new(usize::MAX),
+            laps: Cell::new(0),
+        };
+        cursor.regroup(n);
+        cursor
+    }
+
+    /// The index of the next pick in place from an unweighted group of `n` (>= 2): the next in
+    /// order, or the first of a new lap.
     #[inline(always)]
-    fn index(&self, n: usize, offset: impl FnOnce() -> usize) -> usize {
-        if self.left.get() == 0 {
-            self.refill(n, offset());
-        }
+    fn index(&self, n: usize) -> usize {
         let i = self.index.get();
-        self.left.set(self.left.get() - 1);
         self.index.set(if i + 1 < n { i + 1 } else { 0 });
+        let left = self.left.get() - 1;
+        self.left.set(left);
+        if left == 0 {
+            self.new_lap(n);
+        }
         i
     }
 
-    /// Takes the counter's next block: its values are next.
-    #[cold]
-    #[inline(never)]
-    fn refill(&self, n: usize, offset: usize) {
-        let block = self.counter.take_block(n, offset);
-        self.index.set(block.start % n);
-        self.end.set(block.end);
-        self.left.set(block.len());
+    /// The thread's counter now: the first thread's picks in place count in it.
+    #[inline]
+    fn value(&self) -> usize {
+        if self.place == 0 {
+            self.own.get().wrapping_add(usize::MAX - self.left.get())
+        } else {
+            self.own.get()
+        }
     }
 
-    /// The thread now picks from a group of `n`: the rest of the block is walked in it, from
-    /// the next value's index there.
+    /// The counter's next value, for a policy object.
+    #[inline]
+    fn next(&self) -> usize {
+        let value = self.value();
+        self.own.set(value.wrapping_add(1));
+        if self.place == 0 {
+            self.left.set(usize::MAX);
+        }
+        value
+    }
+
+    /// A lap is over: the next one starts elsewhere (on the first thread, after 2^64 picks,
+    /// where it left off).
+    #[cold]
+    #[inline(never)]
+    fn new_lap(&self, n: usize) {
+        if self.place == 0 {
+            self.regroup(n);
+            return;
+        }
+        let lap = self.laps.get().wrapping_add(1);
+        self.laps.set(lap);
+        self.index.set(lap_start(self.place, lap, n));
+        self.left.set(lap_length(n));
+    }
+
+    /// The thread now picks from a group of `n`: in place from the counter's value mod `n` (a
+    /// lap from there, on a thread other than the first).
     #[cold]
     fn regroup(&self, n: usize) {
-        let value = self.end.get() - self.left.get();
+        let value = self.value();
+        self.own.set(value);
         self.index.set(value.checked_rem(n).unwrap_or(0));
+        self.left.set(if self.place == 0 {
+            usize::MAX
+        } else {
+            lap_length(n)
+        });
     }
 }
 
-/// Spreads the starting offsets of the threads' cursors (2^64 / the golden ratio).
+/// Picks in a lap over a group of `n`: whole rounds, at least [`LAP_AT_LEAST`].
+fn lap_length(n: usize) -> usize {
+    n.max(1) * LAP_AT_LEAST.div_ceil(n.max(1))
+}
+
+/// Spreads the starting offsets of the threads' counters (2^64 / the golden ratio).
 const OFFSET_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// Where the cursor of the thread that takes `place` among a cluster's pickers starts in a
+/// Where the counter of the thread that takes `place` among a cluster's pickers starts in a
 /// group of `n`: that fraction of the golden ratio's multiples of the way round the group
-/// (0, 0.618, 0.236, 0.854, ... of `n`), so that any number of threads start far apart, and two
-/// threads half-way-ish round (their counts then sit in different cache lines, see
-/// `destination/in_flight.rs`). The first thread starts at 0.
+/// (0, 0.618, 0.236, 0.854, ... of `n`), so that any number of threads start far apart. The
+/// first thread starts at 0.
 fn offset(place: u64, n: usize) -> usize {
-    let fraction = place.wrapping_mul(OFFSET_STEP);
+    fraction_of(place.wrapping_mul(OFFSET_STEP), n)
+}
+
+/// Where lap `lap` of the thread at `place` (>= 1) starts in a group of `n`: a hash of the two,
+/// so that two threads' laps start at unrelated places, lap after lap.
+fn lap_start(place: u64, lap: u64, n: usize) -> usize {
+    // SplitMix64's finaliser over the pair.
+    let mut x = place
+        .wrapping_mul(OFFSET_STEP)
+        .wrapping_add(lap.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    fraction_of(x ^ (x >> 31), n)
+}
+
+/// `fraction` / 2^64 of `n`, rounded down.
+fn fraction_of(fraction: u64, n: usize) -> usize {
     ((u128::from(fraction) * n as u128) >> 64) as usize
 }
 
@@ -247,20 +327,15 @@ impl Cursor for Counter<'_> {
     #[inline]
     fn next(&self) -> usize {
         match self {
-            Counter::Thread { cursors, at } => {
-                let cursor = &cursors[*at].own;
-                let value = cursor.get();
-                cursor.set(value.wrapping_add(1));
-                value
-            }
+            Counter::Thread { cursors, at } => cursors[*at].next(),
             Counter::Shared(shared) => shared.next(),
         }
     }
 
     #[inline(always)]
-    fn index(&self, n: usize, counts: &GroupCounts) -> usize {
+    fn index(&self, n: usize) -> usize {
         match self {
-            Counter::Thread { cursors, at } => cursors[*at].index(n, || counts.line_offset()),
+            Counter::Thread { cursors, at } => cursors[*at].index(n),
             Counter::Shared(shared) => shared.next() % n,
         }
     }
@@ -423,13 +498,7 @@ fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<RoundRobinCounter>, 
         return position;
     }
     let place = counter.next_place() as u64;
-    cursors.push(ThreadCursor {
-        counter: counter.clone(),
-        own: Cell::new(offset(place, n)),
-        left: Cell::new(0),
-        end: Cell::new(0),
-        index: Cell::new(0),
-    });
+    cursors.push(ThreadCursor::new(counter.clone(), place, n));
     cursors.len() - 1
 }
 
@@ -441,64 +510,109 @@ pub(crate) fn load(cell: &TableCell, cluster: &str) -> Option<Guard<Arc<ClusterS
 #[cfg(test)]
 mod tests {
     use super::{offset, same_bytes, RoundRobinCounter, ThreadCursor};
-    use std::cell::Cell;
     use std::sync::Arc;
 
-    fn cursor(counter: &Arc<RoundRobinCounter>) -> ThreadCursor {
-        ThreadCursor {
-            counter: counter.clone(),
-            own: Cell::new(0),
-            left: Cell::new(0),
-            end: Cell::new(0),
-            index: Cell::new(0),
-        }
+    /// The cursor of the thread at `place` among the pickers of a fresh cluster, in a group of
+    /// `n`.
+    fn cursor(place: u64, n: usize) -> ThreadCursor {
+        ThreadCursor::new(Arc::new(RoundRobinCounter::default()), place, n)
     }
 
-    /// Two threads' cursors on one cluster counter, picking in turn from 200 destinations whose
-    /// first count sits 5 into a line: each uses every value of its blocks once, the two are
-    /// never in the same stretch of four lines, and together they pick every destination as
-    /// often as one thread would (up to the unused rest of their last blocks).
+    /// The first thread follows the spec's counter: 0, 1, 2, ... mod the group size, across a
+    /// change of the group, with the values a policy object takes (a weighted group's picks)
+    /// counted in the same sequence; it never starts a lap elsewhere.
     #[test]
-    fn two_cursors_share_the_counter_a_stretch_apart() {
-        let counter = Arc::new(RoundRobinCounter::default());
-        let (a, b) = (cursor(&counter), cursor(&counter));
-        let (n, offset) = (200, 5);
-        let stretch = |i: usize| (i + offset) / 64;
-        let mut picks = vec![0u32; n];
-        for step in 0..4000 {
-            let i = a.index(n, || offset);
-            let j = b.index(n, || offset);
-            picks[i] += 1;
-            picks[j] += 1;
-            // Both took their first block before this: from then on they walk apart.
-            assert_ne!(stretch(i), stretch(j), "step {step}: {i} and {j}");
-        }
-        // 8,000 picks: 40 a destination; each cursor's unused rest costs a destination at most 1.
-        assert!(picks.iter().all(|&p| (38..=41).contains(&p)), "{picks:?}");
-        assert_eq!(picks.iter().sum::<u32>(), 8000);
-    }
-
-    /// One cursor alone follows the spec's counter: 0, 1, 2, ... mod the group size, and after
-    /// the group changes size mid-block, the next value mod the new size.
-    #[test]
-    fn one_cursor_sees_the_counters_sequence_across_a_change_of_the_group() {
-        let counter = Arc::new(RoundRobinCounter::default());
-        let c = cursor(&counter);
-        let picked: Vec<usize> = (0..250).map(|_| c.index(100, || 3)).collect();
+    fn the_first_thread_sees_the_counters_sequence_across_changes_of_the_group() {
+        let c = cursor(0, 100);
+        let picked: Vec<usize> = (0..250).map(|_| c.index(100)).collect();
         let expected: Vec<usize> = (0..250).map(|v| v % 100).collect();
         assert_eq!(picked, expected);
         c.regroup(7);
-        let picked: Vec<usize> = (250..400).map(|_| c.index(7, || 0)).collect();
+        let picked: Vec<usize> = (250..400).map(|_| c.index(7)).collect();
         let expected: Vec<usize> = (250..400).map(|v| v % 7).collect();
         assert_eq!(picked, expected);
-        // A retry's value in between: the cursor's next block starts after it.
+        assert_eq!((c.next(), c.next()), (400, 401));
         c.regroup(1000);
-        let rest = c.left.get();
-        (0..rest).for_each(|_| {
-            c.index(1000, || 0);
+        let picked: Vec<usize> = (402..3000).map(|_| c.index(1000)).collect();
+        let expected: Vec<usize> = (402..3000).map(|v| v % 1000).collect();
+        assert_eq!(picked, expected);
+    }
+
+    /// A later thread goes round the group in laps: each lap is the whole group once, in order
+    /// from its start, and the laps start at places of their own. So the thread spreads its
+    /// picks evenly, and a lap that started beside another thread's walk is the last one there.
+    #[test]
+    fn a_later_thread_goes_round_in_laps_from_starts_of_their_own() {
+        let n = 100;
+        let c = cursor(1, n);
+        // The first lap from where its counter starts (61.8% round), as a policy object would.
+        assert_eq!(c.index(n), 61);
+        (1..n).for_each(|_| {
+            c.index(n);
         });
-        let retry = counter.next();
-        assert_eq!(c.index(1000, || 0), (retry + 1) % 1000);
+        let mut starts = Vec::new();
+        let mut picks = vec![0u32; n];
+        for _ in 0..500 {
+            let lap: Vec<usize> = (0..n).map(|_| c.index(n)).collect();
+            starts.push(lap[0]);
+            for (k, &i) in lap.iter().enumerate() {
+                assert_eq!(
+                    i,
+                    (lap[0] + k) % n,
+                    "in order from the lap's start: {lap:?}"
+                );
+                picks[i] += 1;
+            }
+        }
+        assert!(picks.iter().all(|&p| p == 500), "{picks:?}");
+        // Starts of their own: the same start twice in a row about once in `n` laps (a fixed
+        // start, as a thread's offset, would give 499), and most places a start somewhere.
+        let repeats = starts.windows(2).filter(|w| w[0] == w[1]).count();
+        assert!(repeats < 20, "{repeats} repeated starts: {starts:?}");
+        starts.sort_unstable();
+        starts.dedup();
+        assert!(starts.len() > 95, "{} distinct starts", starts.len());
+        // A small group: laps of 22 rounds (66 picks), each in order from its start.
+        let c = cursor(1, 3);
+        let first = c.index(3);
+        (1..66).for_each(|k| assert_eq!(c.index(3), (first + k) % 3));
+        let lap_starts: Vec<usize> = (0..40)
+            .map(|_| {
+                let start = c.index(3);
+                (1..66).for_each(|k| assert_eq!(c.index(3), (start + k) % 3));
+                start
+            })
+            .collect();
+        assert_eq!(
+            (0..3)
+                .map(|i| lap_starts.iter().filter(|&&s| s == i).count() > 5)
+                .collect::<Vec<_>>(),
+            [true; 3]
+        );
+    }
+
+    /// Two threads that walk the same cache lines of counts (eight counts to a line) in step,
+    /// the worst case of a counter per thread: after the later thread's lap ends they part, and
+    /// over many laps they share a line about as often as two independent walks would (one
+    /// group in thirteen lines: 1 in 13), not on every pick.
+    #[test]
+    fn two_threads_walking_in_step_part_after_a_lap() {
+        let n = 100;
+        let (first, later) = (cursor(0, n), cursor(1, n));
+        // The later thread's lap starts where the first thread is.
+        later.index.set(0);
+        later.left.set(n);
+        let line = |i: usize| i / 8;
+        let mut shared = 0;
+        for step in 0..100 * n {
+            let (i, j) = (first.index(n), later.index(n));
+            if step < n {
+                assert_eq!(i, j, "in step for the rest of the lap");
+            }
+            shared += usize::from(line(i) == line(j));
+        }
+        // 10,000 picks each: in step, all of them would share a line.
+        assert!(shared < 1500, "{shared} picks in a shared line");
     }
 
     /// The first thread starts at 0 (one thread sees 0, 1, 2, ...); the second 61.8% of the way

@@ -68,8 +68,11 @@ impl Direct {
             Direct::Random => Random::pick_unweighted(rng, n),
             // The counts read straight from the pool, not through the destinations.
             Direct::PowerOfTwoChoices => return PowerOfTwoChoices::pick_placed(rng, n, counts),
-            // The cluster counter, a block at a time (`round_robin_counter.rs`).
-            Direct::RoundRobin => cursor.index(n, counts),
+            // The thread's own counter (`round_robin_counter.rs`).
+            Direct::RoundRobin => {
+                let index = cursor.index(n);
+                return (index, counts.round_robin_place(index));
+            }
             Direct::Policy => {
                 let i = policy.pick(
                     &PickContext {
@@ -105,12 +108,14 @@ pub(crate) fn is_built_in(policy: &dyn LoadBalancingPolicy) -> bool {
 
 /// How the in-flight counts of a cluster that `policy` balances are laid out in its pool: spread
 /// for the policies that write counts at random places (Random and PowerOfTwoChoices, weighted
-/// or not), compact for the others (see [`Layout`]). Chosen when the cluster is created; a
+/// or not), alternate for RoundRobin, compact for the others (see [`Layout`]). Chosen when the cluster is created; a
 /// reload that changes the policy keeps the layout (picks are the same either way).
 pub(crate) fn count_layout(policy: &dyn LoadBalancingPolicy) -> Layout {
     let policy: &dyn Any = policy;
     if policy.is::<Random>() || policy.is::<PowerOfTwoChoices>() {
         Layout::Spread
+    } else if policy.is::<RoundRobin>() {
+        Layout::Alternate
     } else {
         Layout::Compact
     }
@@ -155,7 +160,7 @@ mod tests {
     fn the_policies_that_count_at_random_places_spread_their_counts() {
         assert_eq!(count_layout(&Random), Layout::Spread);
         assert_eq!(count_layout(&PowerOfTwoChoices), Layout::Spread);
-        assert_eq!(count_layout(&RoundRobin), Layout::Compact);
+        assert_eq!(count_layout(&RoundRobin), Layout::Alternate);
         assert_eq!(count_layout(&LeastRequests), Layout::Compact);
         assert_eq!(count_layout(&FirstAlphabetical), Layout::Compact);
         assert_eq!(count_layout(&Last), Layout::Compact);

@@ -46,7 +46,7 @@ pub struct InFlightCounts {
 }
 
 /// A stretch of the group: positions `at..at + len` count at cells `from`, `from + step`, ...
-/// of `chunk` (its step: 4 in a spread pool, else 1; see `Layout`).
+/// of `chunk` (its step: 4 in a spread pool, 2 in an alternate one, else 1; see `Layout`).
 struct Run {
     chunk: Arc<CountChunk>,
     from: usize,
