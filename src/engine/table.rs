@@ -18,6 +18,7 @@ use arc_swap::{ArcSwap, Guard};
 use super::runtime::{ClusterRuntime, SnapshotCell};
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::handle::Ticket;
+use crate::destination::pick_group::PickGroup;
 use crate::ids::with_folded;
 use crate::rng::{with_thread_generator, LocalRng};
 use crate::selection::round_robin_counter::{Cursor, RoundRobinCounter};
@@ -350,8 +351,8 @@ thread_local! {
 
 /// Runs `f` on the current snapshot of `cluster` (`None` when there is no such cluster) and the
 /// round-robin counter picks advance: the pick path. Loads nothing shared while the table and
-/// the snapshot are unchanged, and writes nothing shared (a round-robin pick takes a block of
-/// the cluster's counter once per up to 64 picks).
+/// the snapshot are unchanged, and writes nothing shared (a round-robin pick counts on this
+/// thread's own cursor).
 #[inline(always)]
 pub(crate) fn with_snapshot<R>(
     cell: &TableCell,
@@ -409,24 +410,15 @@ impl PickCache {
         let position = table.position(cluster)?;
         let entry = match &mut self.snapshots[position] {
             Some(entry) => entry,
-            empty => {
-                let runtime = &table.entries[position].1;
-                let mut snapshot = Cache::new(runtime.cell.clone());
-                let best = snapshot.load().best.clone();
-                let cursor = cursor_of(&mut self.cursors, &runtime.counter, best.len());
-                self.cursors[cursor].regroup(best.len());
-                let ticket = Ticket::new(best);
-                empty.insert(Entry {
-                    snapshot,
-                    ticket,
-                    cursor,
-                })
-            }
+            empty => empty.insert(Entry::new(&table.entries[position].1, &mut self.cursors)),
         };
         let snapshot = entry.snapshot.load();
         if !Arc::ptr_eq(entry.ticket.group(), &snapshot.best) {
-            entry.ticket = Ticket::new(snapshot.best.clone());
-            self.cursors[entry.cursor].regroup(snapshot.best.len());
+            regroup(
+                &mut entry.ticket,
+                &snapshot.best,
+                &self.cursors[entry.cursor],
+            );
         }
         Some(Picking {
             snapshot,
@@ -438,6 +430,32 @@ impl PickCache {
             rng: &self.rng,
         })
     }
+}
+
+impl Entry {
+    /// The thread's entry for the cluster of `runtime`, when it first picks from it (or from
+    /// this table): out of line, so that the pick path keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn new(runtime: &ClusterRuntime, cursors: &mut Vec<ThreadCursor>) -> Entry {
+        let mut snapshot = Cache::new(runtime.cell.clone());
+        let best = snapshot.load().best.clone();
+        let cursor = cursor_of(cursors, &runtime.counter, best.len());
+        cursors[cursor].regroup(best.len());
+        Entry {
+            snapshot,
+            ticket: Ticket::new(best),
+            cursor,
+        }
+    }
+}
+
+/// The group changed: a new ticket, and the cursor goes on in the new group.
+#[cold]
+#[inline(never)]
+fn regroup(ticket: &mut Arc<Ticket>, best: &Arc<PickGroup>, cursor: &ThreadCursor) {
+    *ticket = Ticket::new(best.clone());
+    cursor.regroup(best.len());
 }
 
 /// A pick from inside a pick (a policy that picks): no cache, same answer, with the cluster's
