@@ -414,7 +414,7 @@ impl PickCache {
         };
         let snapshot = entry.snapshot.load();
         if !Arc::ptr_eq(entry.ticket.group(), &snapshot.best) {
-            regroup(
+            renew_ticket(
                 &mut entry.ticket,
                 &snapshot.best,
                 &self.cursors[entry.cursor],
@@ -441,7 +441,6 @@ impl Entry {
         let mut snapshot = Cache::new(runtime.cell.clone());
         let best = snapshot.load().best.clone();
         let cursor = cursor_of(cursors, &runtime.counter, best.len());
-        cursors[cursor].regroup(best.len());
         Entry {
             snapshot,
             ticket: Ticket::new(best),
@@ -453,7 +452,7 @@ impl Entry {
 /// The group changed: a new ticket, and the cursor goes on in the new group.
 #[cold]
 #[inline(never)]
-fn regroup(ticket: &mut Arc<Ticket>, best: &Arc<PickGroup>, cursor: &ThreadCursor) {
+fn renew_ticket(ticket: &mut Arc<Ticket>, best: &Arc<PickGroup>, cursor: &ThreadCursor) {
     *ticket = Ticket::new(best.clone());
     cursor.regroup(best.len());
 }
@@ -505,14 +504,16 @@ pub(crate) fn with_current<R>(cell: &SnapshotCell, f: impl FnOnce(&ClusterSnapsh
     })
 }
 
-/// The position of this thread's cursor for the cluster counting with `counter`, added when the
-/// thread first picks from it.
+/// The position of this thread's cursor for the cluster counting with `counter`, set to pick
+/// from a group of `n`: added when the thread first picks from the cluster, else kept from the
+/// thread's last table (and moved on to the group).
 #[cold]
 fn cursor_of(cursors: &mut Vec<ThreadCursor>, counter: &Arc<RoundRobinCounter>, n: usize) -> usize {
     if let Some(position) = cursors
         .iter()
         .position(|c| Arc::ptr_eq(&c.counter, counter))
     {
+        cursors[position].regroup(n);
         return position;
     }
     let place = counter.next_place() as u64;
