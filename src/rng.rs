@@ -65,9 +65,9 @@ impl RandomSource {
         }
     }
 
-    /// The draws of one pick made on a thread whose pick cache keeps `own`, a generator of its
-    /// own: that one for a per-thread source (no second thread-local lookup on the pick path),
-    /// the seeded generator otherwise.
+    /// The draws of one pick made with `own`, a generator of the picking thread's own: that one
+    /// for a per-thread source, the seeded generator otherwise. (The pick path tells the two
+    /// apart once a pick, in `engine/table.rs` `with_snapshot`, rather than calling this.)
     #[inline]
     pub fn draws<'a>(&'a self, own: &'a LocalRng) -> Draws<'a> {
         match self {

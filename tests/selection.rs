@@ -495,21 +495,27 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 /// checks every destination's count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
-    // RoundRobin's counts are side by side, a small cluster's under Random and
-    // PowerOfTwoChoices four cells apart: both layouts, within and past their first chunk; a
-    // best group that runs on, one interleaved with another tier, one with a destination
-    // missing (in tier 1), large enough for its places to be found by stretches of 64.
+    // A small cluster's counts are two cells apart under RoundRobin, four under Random and
+    // PowerOfTwoChoices, a large one's side by side: every layout, within and past its first
+    // chunk; a best group that runs on, one interleaved with another tier, and large ones with
+    // destinations missing (in tier 1): one (a run with a gap, whose places a pick computes),
+    // two side by side (a wider gap), two apart (places read from the group's list).
     for policy in ["RoundRobin", "PowerOfTwoChoices", "Random"] {
+        let none: &[u32] = &[];
         for (n, tiers, missing) in [
-            (6, 1, None),
-            (6, 2, None),
-            (1_100, 1, None),
-            (1_100, 2, None),
-            (2_100, 2, None),
-            (1_100, 1, Some(700)),
+            (6, 1, none),
+            (6, 2, none),
+            (6, 1, &[2]),
+            (1_100, 1, none),
+            (1_100, 2, none),
+            (2_100, 2, none),
+            (1_100, 1, &[700]),
+            (1_100, 1, &[0]),
+            (1_100, 1, &[700, 701]),
+            (1_100, 1, &[300, 700]),
         ] {
             let case = format!("{policy}, {n} destinations in {tiers} tiers, {missing:?} missing");
-            let tier = |i: u32| if Some(i) == missing { 1 } else { i % tiers };
+            let tier = |i: u32| if missing.contains(&i) { 1 } else { i % tiers };
             let dests: Vec<(String, u32)> = (0..n).map(|i| (format!("d{i}"), tier(i))).collect();
             let refs: Vec<(&str, u32)> = dests.iter().map(|(id, t)| (id.as_str(), *t)).collect();
             let engine = cluster(policy, &refs);

@@ -2,6 +2,7 @@
 //! ([`GroupCounts`]), so that a pick reaches the count it writes without reading the
 //! destination itself.
 
+use std::hint::select_unpredictable;
 use std::ops::Deref;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
@@ -44,6 +45,18 @@ pub(crate) struct GroupCounts {
     /// cycle more between a pick's index and its count (PowerOfTwoChoices took about 1 ns more a
     /// pick, measured).
     spread_run: u32,
+    /// The first place when the places run on one after another but for one gap, in a compact
+    /// pool: `places[k] == gap_run + k` below `gap_at`, `gap_run + gap_width + k` from it on, as
+    /// they are when one destination of a cluster is left out of its best group (unhealthy, or
+    /// in another tier). [`NO_RUN`] otherwise. Only the compact layout has it: a spread or an
+    /// alternate pool holds at most 256 destinations at first, whose `places` a pick finds in
+    /// its nearest cache, while a large group's (40 KiB at 10,000) a random pick mostly reads
+    /// from farther away.
+    gap_run: u32,
+    /// The index of the first destination after the gap (with [`GroupCounts::gap_run`]).
+    gap_at: u32,
+    /// The places the gap skips (with [`GroupCounts::gap_run`]).
+    gap_width: u32,
     /// The pool's chunks the places are in, by chunk number. A number no destination of the
     /// group uses holds another chunk of the group (never read), so that the lookup needs no
     /// `Option`.
@@ -67,6 +80,10 @@ impl PickGroup {
                 .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64 * step)
         });
         let first_place = places.first().copied().filter(|_| runs_on);
+        let (gap_run, gap_at, gap_width) = match layout {
+            Layout::Compact if !runs_on => one_gap(&places).unwrap_or((NO_RUN, 0, 0)),
+            _ => (NO_RUN, 0, 0),
+        };
         let (mut run, mut alternate_run, mut spread_run) = (NO_RUN, NO_RUN, NO_RUN);
         if let Some(first) = first_place {
             *match layout {
@@ -101,6 +118,9 @@ impl PickGroup {
                 run,
                 alternate_run,
                 spread_run,
+                gap_run,
+                gap_at,
+                gap_width,
                 chunks,
             },
         }
@@ -145,6 +165,11 @@ impl GroupCounts {
             self.spread_run + index as u32 * SPREAD as u32
         } else if !ALTERNATE_FIRST && self.alternate_run != NO_RUN {
             self.alternate_run + index as u32 * ALTERNATE as u32
+        } else if self.gap_run != NO_RUN {
+            // A select rather than a branch (which the compiler makes of an `if`, and of a
+            // mask): a random index falls either side of the gap.
+            let index = index as u32;
+            self.gap_run + index + select_unpredictable(index >= self.gap_at, self.gap_width, 0)
         } else {
             self.places[index]
         }
@@ -162,6 +187,23 @@ impl GroupCounts {
     }
 }
 
+/// `(gap_run, gap_at, gap_width)` of [`GroupCounts`] when `places` run on one after another
+/// (step 1) but for one gap, `None` otherwise.
+fn one_gap(places: &[u32]) -> Option<(u32, u32, u32)> {
+    let first = *places.first()?;
+    // The first index off the run from `first`, and where the places go on from there.
+    let at = places
+        .iter()
+        .enumerate()
+        .position(|(k, &place)| u64::from(place) != u64::from(first) + k as u64)?;
+    let width = places[at].checked_sub(first.checked_add(u32::try_from(at).ok()?)?)?;
+    let on_after = places[at..]
+        .iter()
+        .enumerate()
+        .all(|(k, &place)| u64::from(place) == u64::from(places[at]) + k as u64);
+    (width > 0 && on_after).then_some((first, at as u32, width))
+}
+
 impl Deref for PickGroup {
     type Target = [Arc<Destination>];
 
@@ -174,5 +216,44 @@ impl Deref for PickGroup {
 impl Default for PickGroup {
     fn default() -> Self {
         PickGroup::new(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_gap;
+
+    /// The gap's formula gives back every place of a list with one gap, of any width and
+    /// anywhere but the ends; lists that run on, or have two gaps, or go back, have none.
+    #[test]
+    fn one_gap_describes_every_place_of_a_run_with_one_gap() {
+        for n in 2..12u32 {
+            for at in 1..n {
+                for width in [1, 2, 5] {
+                    let places: Vec<u32> = (0..n)
+                        .map(|k| 40 + k + if k >= at { width } else { 0 })
+                        .collect();
+                    let (run, gap_at, gap_width) = one_gap(&places).expect("one gap");
+                    assert_eq!((run, gap_at, gap_width), (40, at, width), "{places:?}");
+                    for (k, &place) in places.iter().enumerate() {
+                        let k = k as u32;
+                        let skip = if k >= gap_at { gap_width } else { 0 };
+                        assert_eq!(run + k + skip, place, "{places:?} at {k}");
+                    }
+                }
+            }
+        }
+        assert_eq!(one_gap(&[]), None);
+        assert_eq!(one_gap(&[7]), None);
+        assert_eq!(one_gap(&[3, 4, 5]), None, "runs on: no gap");
+        assert_eq!(one_gap(&[3, 5, 7]), None, "two gaps");
+        assert_eq!(one_gap(&[3, 4, 9, 11]), None, "a gap, then another");
+        assert_eq!(one_gap(&[3, 4, 1, 2]), None, "goes back");
+        assert_eq!(one_gap(&[3, 4, 4, 5]), None, "repeats");
+        assert_eq!(
+            one_gap(&[u32::MAX - 1, u32::MAX]),
+            None,
+            "runs on at the top"
+        );
     }
 }

@@ -70,7 +70,7 @@ impl EngineCore {
     /// pick path).
     #[inline(always)]
     pub fn with_snapshot<R>(&self, cluster: &str, f: impl FnOnce(Option<Picking<'_>>) -> R) -> R {
-        with_snapshot(&self.table, cluster, f)
+        with_snapshot(&self.table, cluster, &self.rng, f)
     }
 }
 

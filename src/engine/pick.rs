@@ -142,7 +142,7 @@ impl Engine {
             &snapshot.prepared,
             snapshot.direct,
             counter,
-            self.core.rng.draws(rng),
+            rng,
         )
     }
 

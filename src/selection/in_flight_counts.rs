@@ -12,7 +12,7 @@
 //! - nothing is smaller than 0: the scan stops at the first destination with nothing in flight,
 //!   so an idle or lightly loaded group costs only as far as its first idle destination.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::destination::in_flight::CountChunk;
@@ -93,10 +93,7 @@ impl InFlightCounts {
         for run in &*self.runs {
             let step = run.chunk.step();
             let found_0 = if step == 1 {
-                let counts = &run.chunk.counts[run.from..run.from + run.len];
-                scan.block(counts.len(), run.at, |i| {
-                    counts[i].load(Ordering::Relaxed) as usize
-                })
+                scan.side_by_side(&run.chunk.counts[run.from..run.from + run.len], run.at)
             } else {
                 let counts = &run.chunk.counts[run.from..];
                 scan.block(run.len, run.at, |i| {
@@ -147,6 +144,25 @@ impl Default for Scan {
 }
 
 impl Scan {
+    /// [`Scan::block`] over counts side by side, read in blocks of [`BLOCK`] known to be in
+    /// bounds: no bounds check a count (indexing the slice in `block` checked each of eight).
+    #[inline]
+    fn side_by_side(&mut self, counts: &[AtomicU32], at: usize) -> bool {
+        let (blocks, rest) = counts.as_chunks::<BLOCK>();
+        for (b, block) in blocks.iter().enumerate() {
+            let found_0 = self.block(BLOCK, at + b * BLOCK, |k| {
+                block[k].load(Ordering::Relaxed) as usize
+            });
+            if found_0 {
+                return true;
+            }
+        }
+        let rest_at = at + blocks.len() * BLOCK;
+        self.block(rest.len(), rest_at, |k| {
+            rest[k].load(Ordering::Relaxed) as usize
+        })
+    }
+
     /// Reads the counts `count(0..n)` of group positions `at..at + n`; true once a 0 was found
     /// (nothing later can be smaller).
     #[inline]
