@@ -11,7 +11,8 @@ use super::in_flight::{stand_in_chunk, CountChunk, Layout, ALTERNATE, CHUNK, SPR
 use super::Destination;
 
 /// [`GroupCounts::run`], [`GroupCounts::alternate_run`] and [`GroupCounts::spread_run`] when
-/// the places do not run on one after another (in the group's layout).
+/// the places do not run on one after another (in the group's layout), and
+/// [`GroupCounts::gap_run`] when they do not run on but for one gap.
 const NO_RUN: u32 = u32::MAX;
 
 /// A group of destinations (a cluster's best group, or a retry's) and where their in-flight
