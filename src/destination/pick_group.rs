@@ -81,10 +81,10 @@ impl PickGroup {
                 .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64 * step)
         });
         let first_place = places.first().copied().filter(|_| runs_on);
-        let (gap_run, gap_at, gap_width) = match layout {
-            Layout::Compact if !runs_on => one_gap(&places).unwrap_or((NO_RUN, 0, 0)),
-            _ => (NO_RUN, 0, 0),
-        };
+        let (gap_run, gap_at, gap_width) = (layout == Layout::Compact && !runs_on)
+            .then(|| one_gap(&places))
+            .flatten()
+            .unwrap_or((NO_RUN, 0, 0));
         let (mut run, mut alternate_run, mut spread_run) = (NO_RUN, NO_RUN, NO_RUN);
         if let Some(first) = first_place {
             *match layout {

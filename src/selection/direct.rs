@@ -108,8 +108,9 @@ pub(crate) fn is_built_in(policy: &dyn LoadBalancingPolicy) -> bool {
 
 /// How the in-flight counts of a cluster that `policy` balances are laid out in its pool: spread
 /// for the policies that write counts at random places (Random and PowerOfTwoChoices, weighted
-/// or not), alternate for RoundRobin, compact for the others (see [`Layout`]). Chosen when the cluster is created; a
-/// reload that changes the policy keeps the layout (picks are the same either way).
+/// or not), alternate for RoundRobin, compact for the others (see [`Layout`]). Chosen when the
+/// cluster is created; a reload that changes the policy keeps the layout (picks are the same
+/// either way).
 pub(crate) fn count_layout(policy: &dyn LoadBalancingPolicy) -> Layout {
     let policy: &dyn Any = policy;
     if policy.is::<Random>() || policy.is::<PowerOfTwoChoices>() {
