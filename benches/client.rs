@@ -1,4 +1,4 @@
-//! What the wrapped client ([`HealthAwareClient`], SPEC §8) adds to a request, measured with
+//! What the wrapped client ([`HealthAwareClient`]) adds to a request, measured with
 //! criterion against a plain `reqwest::Client` on loopback.
 //!
 //! One hyper server (the examples' backend: a small text body) runs on its own thread with a
@@ -42,8 +42,7 @@
 //!
 //!   Criterion measures the arms one after another, so on a shared machine a change of
 //!   background load between two arms shows up as a difference between them; the paired figures
-//!   cancel that out. Issue #4's targets: under 3% added median latency, under 3% throughput
-//!   loss.
+//!   cancel that out. The aim: under 3% added median latency and under 3% throughput loss.
 //!
 //! - `HEALTHPICK_BENCH_ONE_ARM=<arm>:<n>` in the environment: after warming up, only `n`
 //!   requests of that arm with 32 in flight, then exit. Instruction counts do not depend on what
@@ -55,78 +54,6 @@
 //!
 //!   once with `n` = 1000 and once with 3000, per arm; the difference of the caller thread's
 //!   totals (the `-01` file) over 2000 is the arm's instructions per request.
-//!
-//!   Measured so (2026-11-30): reqwest 62,950 instructions per request on the caller's thread,
-//!   `healthpick_1dest` 60,386 (-4.1%), `healthpick_3dest` 60,564 (-3.8%): the wrapper builds each
-//!   request URL from the destination's already parsed base instead of parsing a URL string,
-//!   which saves more than its pick, budget and bookkeeping cost.
-//!
-//!   Fewer instructions did not always mean less time. The previous version executed 61,661
-//!   (-2.0% against reqwest in the same build) and still ran 2-4% slower in the paired run,
-//!   while a scratch arm that called reqwest with a pre-parsed `Url` and a pick (not kept here)
-//!   ran 3-4% faster than reqwest. Callgrind's cache simulation (`--cache-sim=yes
-//!   --branch-sim=yes`) shows costs instruction counts hide: per request the previous wrapper
-//!   missed the L1 instruction cache 211 times and the L1 data cache 181 times more than plain
-//!   reqwest. Removing the wrapper's own allocations and moves (two strings per request builder,
-//!   a second buffer per URL, a map of request extensions built for an absent timeout, reqwest's
-//!   request builder with its client clone and moves of a 300-byte value, a reference-counted
-//!   budget and destination per call) brought that to 114 and 172 more misses, 4.1% fewer
-//!   instructions, and a paired throughput loss of -0.1% to 1.7% in five runs (README).
-//!
-//!   With the default timeouts on and the call path that retries statuses and hedges, measured
-//!   so (2026-12-02, per request on the caller's thread, `--cache-sim=yes --branch-sim=yes`):
-//!   reqwest 62,729-62,950 instructions, 1,427-1,499 L1i misses, 222 L1d read and 139-143 write
-//!   misses; `healthpick_1dest` 62,326 instructions, 1,974 L1i, 377 L1d read and 211 write
-//!   misses. The L1i excess (about 500) is spread over the whole path, one to four misses per
-//!   executed line in `request.rs`, `drive.rs`, `failover.rs` and `response.rs` plus inlined std
-//!   code and reqwest's URL handling; the rare branches are already out of line. Paired
-//!   throughput loss 3.8-5.3% in six runs of one build (load average 0.7-3.0), of which the
-//!   timers are about one point (`Timeouts::NONE` in the same run: 2.9% against 4.0%). Tried on
-//!   branch `client-perf` and not kept: smaller call futures (no `async fn` holding its argument
-//!   twice, no state machine of its own in `drive`, `race` and `Failover::start`, the rarely
-//!   kept status response boxed: the call's future from 1,392 to 904 bytes) gave fewer L1d
-//!   misses (341 / 198) and no change in L1i misses or in the paired loss (3.8-5.0%).
-//!
-//!   Then (2026-12-02, another host): a call finds its cluster's budget in a slot (one acquire
-//!   load and a byte comparison, no case folding, hash or `ArcSwap` load) and deposits with the
-//!   clock read `Failover::start` already made; the pick got 1.7-1.9x faster (see the README's
-//!   performance section). Per request on the caller's thread: reqwest 62,885-63,179
-//!   instructions, `healthpick_1dest` 61,957-62,012 (-1.5% to -1.8%; 62,326 before). Paired,
-//!   three runs of the final build (load average 1.4-1.9 with the bench's own threads):
-//!   latency +2.6% to +2.8%, throughput loss 2.7-3.4% (`healthpick_1dest`) and 2.7-3.4%
-//!   (`healthpick_3dest`), caller thread CPU +3.0% to +3.5%; before these changes, on the same
-//!   host, 3.0% and 3.3% in one run. Issue 15's 3% is not met reliably. `perf` on the caller's
-//!   thread shows no one place: reqwest's own response path parses the URL again
-//!   (`PendingRequest::poll`, `url::Parser` with IDNA, about 3% of the thread in both arms), and
-//!   what the wrapper adds is spread over its layers.
-//!
-//!   Then (2026-12-03, the Intel host): a thread keeps up to 64 spare call timers instead of one.
-//!   With 32 calls in flight on the caller's thread, one spare served almost none of them: each
-//!   call made a new timer (an allocation and tokio's timer lock on its first poll) and dropped
-//!   one (the lock again). Four runs of each build, interleaved (`old pool old pool ...`):
-//!   throughput loss 2.53, 2.89, 3.63, 2.35% (`healthpick_1dest`) and 2.95, 2.96, 3.52, 2.52%
-//!   (`healthpick_3dest`) with one spare; 1.84, 2.39, 2.58, 2.29% and 2.24, 2.57, 2.41, 2.63%
-//!   with the pool. Two more runs of the pool build while the host ran slower (22,600 and 29,100
-//!   requests a second for plain reqwest, against 32,000-46,000 before): 1.56 / 0.70% and
-//!   3.39 / 3.17%, latency +1.6% to +3.1%.
-//!
-//!   Then (2026-12-03 evening, a third host: 2-core AMD EPYC VM at 2.6 GHz, a clock read about
-//!   30 ns; load average 0.3-1.9): twenty runs of that build gave a loss of 2.4% on average,
-//!   eight of the forty figures above 3%. Diagnostic builds (not kept), interleaved with it:
-//!   a client with `Timeouts::NONE` as a fourth arm lost 0.48, 1.52, 1.48% where the default
-//!   client lost 2.21, 1.87, 2.96% in the same runs, so the timer was still the largest part;
-//!   `perf` (software clock sampling, no hardware counters on this VM) put it in tokio's waker
-//!   registration, `Sleep::poll`, `Handle::current`, `Timer::reset` and the wheel's
-//!   `next_expiration`, 20-40 ns each per request. The same code built with
-//!   `CARGO_PROFILE_BENCH_LTO=fat CARGO_PROFILE_BENCH_CODEGEN_UNITS=1` lost 0.77 / 2.02,
-//!   1.41 / -1.69, 0.97 / 0.28, 1.59 / 0.96, 1.28 / 1.88% (mean 0.9%): most of what is left is
-//!   code layout and calls across crates the default profile does not inline. The change kept:
-//!   a timer put back among the spares is no longer polled with a no-op waker to let go of the
-//!   last call's waker (the next call's first poll replaces it, or the spare fires once at its
-//!   old deadline). Twelve interleaved pairs of builds with and without that poll: 0.47 points
-//!   less loss for 1 destination and 0.62 for 3 on average. Eleven runs of the final build:
-//!   loss 0.38-2.75% (mean 1.77%, `healthpick_1dest`) and 0.46-2.73% (mean 1.82%,
-//!   `healthpick_3dest`), latency +0.30% to +1.13%; none above 3%.
 //!
 //! Run `cargo bench --bench client` (a few minutes), `cargo bench --bench client -- paired` for
 //! the paired comparison alone (the filter matches no criterion benchmark), add `--quick` for a

@@ -1,4 +1,4 @@
-//! What DNS discovery costs and how fast it follows DNS (SPEC §13, feature `dns`), against a real
+//! What DNS discovery costs and how fast it follows DNS (feature `dns`), against a real
 //! dnsmasq (`tests/dns_support`; skipped without one, failing under `CI`).
 //!
 //! 1. **Change to picks.** A `Dns` source of A records (TTL 0, so every refresh comes after

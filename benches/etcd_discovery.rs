@@ -1,4 +1,4 @@
-//! How fast etcd discovery follows etcd and what it holds in memory (SPEC §13, feature `etcd`),
+//! How fast etcd discovery follows etcd and what it holds in memory (feature `etcd`),
 //! against a real etcd (`tests/etcd_support`: a private single-member server on loopback, fast
 //! elections, no fsync; skipped without one, failing under `CI`).
 //!

@@ -1,5 +1,5 @@
-//! What callers see while one destination of three is frozen for 5 s, with and without hedging
-//! (SPEC §14.2): the 50th, 99th and 99.9th percentile and the maximum of the latencies of the
+//! What callers see while one destination of three is frozen for 5 s, with and without hedging:
+//! the 50th, 99th and 99.9th percentile and the maximum of the latencies of the
 //! calls that started during the freeze.
 //!
 //! Three child processes (this binary, run again with `HEALTHPICK_FREEZE_CHILD=<name>`) serve the

@@ -27,8 +27,7 @@
 //! - `report/first_verdicts/{100,10000}`: a new passive cluster whose every destination gets
 //!   its first request (RoundRobin, one pick each) and its first verdict, Unknown to Healthy;
 //!   criterion's figure is the time per destination. Under the built-in policies that change
-//!   leaves the snapshot as it is, so the cost does not grow with the cluster (2026-12-03, AMD
-//!   EPYC host: see the README).
+//!   leaves the snapshot as it is, so the cost does not grow with the cluster.
 //! - `baseline/arcswap_random_index/{n}`: the physical floor of a random pick: an
 //!   `ArcSwap<Vec<u64>>` load, one index from a thread-local `SmallRng`, and reading that element.
 //!   Divide a pick figure by the baseline of the same size to see what the engine adds.
@@ -39,10 +38,9 @@
 //! - `baseline/arcswap_random_inflight{,_2threads}/{n}`: the baseline plus what a pick handle
 //!   costs at minimum when it writes the chosen destination's own memory: clone the chosen
 //!   element's `Arc`, increment and decrement its in-flight counter, drop the clone. The floor
-//!   for a pick that counts requests in flight that way (the engine's way until 2026-12-05; it
-//!   now writes a count in a compact array and its thread's own ticket instead, so it can come
-//!   in under this floor at 10,000 destinations); on two threads it shows the cost of cache
-//!   lines moving between cores.
+//!   for a pick that counts requests in flight that way (the engine writes a count in a compact
+//!   array and its thread's own ticket instead, so it can come in under this floor at 10,000
+//!   destinations); on two threads it shows the cost of cache lines moving between cores.
 //! - `baseline/arcswap_p2c_inflight{,_2threads}/{n}`: the floor of a PowerOfTwoChoices pick: two
 //!   random elements, both in-flight counts read, the one with fewer counted as above.
 //!
@@ -56,7 +54,7 @@
 //!   branch each); a run without the feature has none of it. Compare
 //!   `metrics/pick/1thread/PowerOfTwoChoices/{n}` with `pick/1thread/PowerOfTwoChoices/{n}`.
 //!
-//! - after the criterion groups, a **paired** run prints the ratios of issues #2 and #19 with the
+//! - after the criterion groups, a **paired** run prints each arm's ratios with the
 //!   arms interleaved: in each of 101 rounds, every arm makes a batch of operations (20,000, or 20
 //!   per destination if that is more; for the arms that read every destination on each pick,
 //!   2,000,000 / n, at least 100) on one thread and then on two threads, in an order that rotates
@@ -103,25 +101,22 @@
 //!   of them shows up as a difference between them; on a shared machine that moves single
 //!   figures by 10-50% from run to run. Interleaving cancels that out.
 //!
-//!   Each arm's timed one-thread batch follows an untimed batch of the same operations (since
-//!   2026-12-05), so that every arm is measured with its own data in the caches, as criterion
-//!   measures after its warm-up. Without it, an arm began its timed batch with the caches holding
-//!   what the arms before it left; that costs most where an arm's data is its own and large, the
-//!   engines' 10,000 destinations, while the floors share one array of slots and keep each
-//!   other's data warm (on the 512 KiB-L2 host of 2026-12-05, Random at 10,000: 37.4 ns cold,
-//!   31.4 ns warm; its floor 24.4 and 21.7 ns). `HEALTHPICK_BENCH_COLD=1` runs the batches cold,
-//!   as the figures before that date were measured.
+//!   Each arm's timed one-thread batch follows an untimed batch of the same operations, so that
+//!   every arm is measured with its own data in the caches, as criterion measures after its
+//!   warm-up. Without it, an arm would begin its timed batch with the caches holding what the
+//!   arms before it left; that costs most where an arm's data is its own and large, the engines'
+//!   10,000 destinations, while the floors share one array of slots and keep each other's data
+//!   warm. `HEALTHPICK_BENCH_COLD=1` runs the batches cold.
 //!
 //!   `HEALTHPICK_BENCH_SIZES=100,10000` and `HEALTHPICK_BENCH_ARMS=RoundRobin,pick_report_drop`
 //!   narrow the paired run to those sizes and arms (the baseline and the arms' floors always run).
 //!   Fewer arms also means warmer caches at 10,000 destinations: each arm starts its batch with
 //!   what the arms before it left in the caches.
 //!
-//!   Address layout matters (measured 2026-12-02): with address-space randomization on, about one
-//!   process in five runs every engine arm 15-25% slower at every size (3 destinations included,
-//!   where everything is in L1) while the floors stay put; six runs under `setarch -R` (no
-//!   randomization) all came out fast. Start the bench binary under `setarch -R` to compare two
-//!   builds, or run each several times.
+//!   Address layout matters: with address-space randomization on, some processes run every
+//!   engine arm markedly slower at every size (3 destinations included, where everything is in
+//!   L1) while the floors stay put. Start the bench binary under `setarch -R` (no randomization)
+//!   to compare two builds, or run each several times.
 //!
 //! Run `cargo bench --bench pick` (a few minutes), `cargo bench --features metrics --bench pick --
 //! metrics/` for the metrics arms alone, `cargo bench --bench pick -- paired` for the
@@ -468,8 +463,8 @@ fn bench_baseline(c: &mut Criterion) {
 
 /// A stand-in for a destination's hot block: an in-flight counter and one pointer-sized field
 /// in a 32-byte `Arc` allocation (48 bytes from the allocator; the engine's block is 56, 64 from
-/// the allocator). The floors measured the same with 64-byte slots and with slots laid out one
-/// after another (2026-12-05), so the difference in size does not flatter them.
+/// the allocator). The floors measure the same with 64-byte slots and with slots laid out one
+/// after another, so the difference in size does not flatter them.
 struct Slot {
     in_flight: AtomicUsize,
     _payload: u64,
@@ -547,11 +542,10 @@ fn bench_baseline_inflight(c: &mut Criterion) {
     );
 }
 
-/// The policies whose ratios issue #2 sets targets for, with their unweighted and weighted
-/// arms.
+/// The policies whose paired ratios are reported with unweighted and weighted arms.
 const PAIRED_POLICIES: [&str; 3] = ["Random", "PowerOfTwoChoices", "RoundRobin"];
 
-/// The policies of issue #19's fourth target, whose arms also run over a best group with a gap.
+/// The policies whose arms also run over a best group with a gap.
 const GAPPED_POLICIES: [&str; 2] = ["Random", "PowerOfTwoChoices"];
 
 /// Rounds of the paired comparison.

@@ -1,4 +1,4 @@
-//! What one active-probe round costs (SPEC §3, §12): wall time and CPU time of probing every
+//! What one active-probe round costs: wall time and CPU time of probing every
 //! destination of a cluster once, on loopback, for 1,000 and 10,000 destinations with a bound of
 //! 64 and 256 probes in flight.
 //!

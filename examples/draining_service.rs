@@ -1,4 +1,4 @@
-//! A service that drains gracefully (SPEC §9), watched by a caller.
+//! A service that drains gracefully, watched by a caller.
 //!
 //! The service serves `/` and healthpick's health endpoints (`health_router`) on 127.0.0.1. After
 //! 1 s its shutdown signal arrives (a timer standing in for Ctrl-C or SIGTERM): it starts

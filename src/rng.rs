@@ -3,9 +3,9 @@
 //!
 //! A per-thread generator is WyRand (`fastrand`'s): one word of state in a `Cell`, an add, a
 //! multiply and an xor a draw, with no borrow flag to check; a pick draws once (two indices come
-//! from one draw). It replaced a Xoshiro256++ (`SmallRng`, four words of state behind a
-//! `RefCell`) on 2026-12-05: 19 fewer instructions a Random pick. Seeded sources keep
-//! `SmallRng`, so a seed gives the same picks as before.
+//! from one draw). It is cheaper a pick than a Xoshiro256++ (`SmallRng`, four words of state
+//! behind a `RefCell`). Seeded sources use `SmallRng`: a seed fixes the sequence of
+//! picks.
 
 use std::cell::Cell;
 

@@ -15,8 +15,8 @@
 //! ancestor are. Unit-test modules (`#[cfg(test)] mod ... { }`) are left out: tests may reach
 //! anywhere.
 //!
-//! `HEALTHPICK_TIDY_SRC=<dir>` checks another source tree against this repository's table (how
-//! the note on the architecture issue shows the old tree failing).
+//! `HEALTHPICK_TIDY_SRC=<dir>` checks another source tree against this repository's table (to
+//! see an older tree fail, say).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! The wrapped client's guarantees (SPEC §8, with §4 passive checks), against real servers on
+//! The wrapped client's guarantees (passive checks included), against real servers on
 //! loopback:
 //!
 //! - failover: a tier-0 backend killed under load costs callers nothing, and once it is detected
@@ -399,7 +399,7 @@ async fn all_tier0_dead_moves_traffic_to_tier1_and_restart_brings_it_back() {
 
     // The tier-0 destinations' passive failures must leave the 1 s detection window (plus the
     // 1 s bucket that holds them) before a restart, or their first success after it would see
-    // the old failures and eject them again (SPEC §4: history survives reactivation).
+    // the old failures and eject them again (the history survives reactivation).
     assert!(
         wait_until(
             Duration::from_secs(5),
@@ -749,8 +749,8 @@ async fn retry_budget_stops_requeueing_only_when_requeues_do_not_help() {
     assert_eq!(tried(&err), ["a-dead"]);
 }
 
-/// A POST that is not marked retryable is sent once even when the connection was refused (the
-/// acceptance point of issue #4: exactly one attempt, and the error names the destination);
+/// A POST that is not marked retryable is sent once even when the connection was refused
+/// (exactly one attempt, and the error names the destination);
 /// marked, it is requeued to the live destination.
 #[tokio::test]
 async fn unmarked_post_to_a_dead_destination_is_one_attempt() {
@@ -841,7 +841,7 @@ async fn transport_failure_rate_ejects_a_resetting_server_and_reactivation_bring
     assert!(destination(&engine, "c", "a-bad").in_best_group);
 
     // It gets traffic again, and since its failures are still in the window, the very next
-    // failure ejects it again (SPEC §4).
+    // failure ejects it again.
     let response = client
         .get("c", "/api/orders")
         .send()
@@ -1088,7 +1088,7 @@ async fn response_holds_the_destination_in_flight_until_the_body_is_read() {
 }
 
 /// A destination's configured Host replaces one the caller set: a request carries exactly one
-/// `Host` header (RFC 9112 §3.2: a server must answer 400 to a request with two).
+/// `Host` header (RFC 9112, section 3.2: a server must answer 400 to a request with two).
 #[tokio::test]
 async fn destination_host_is_the_only_host_header_sent() {
     let echo = EchoServer::start("e").await;

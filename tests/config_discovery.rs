@@ -1,4 +1,4 @@
-//! Reading and validating a cluster's `Discovery` and `LocalityTiers` sections (SPEC §13): one
+//! Reading and validating a cluster's `Discovery` and `LocalityTiers` sections: one
 //! source or several, every default, every bad value an error naming cluster, key path and
 //! value, unknown keys warned about.
 

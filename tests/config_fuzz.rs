@@ -1,4 +1,4 @@
-//! Property tests of the configuration reader (SPEC §2, §11): no input makes it panic, and every
+//! Property tests of the configuration reader: no input makes it panic, and every
 //! document is either a usable configuration or comes with at least one error.
 //!
 //! Three sources of input: arbitrary text; random mutations of the realistic fixtures under

@@ -1,4 +1,4 @@
-//! The engine's record of its configuration loads (SPEC §2, §10, §13): `EngineStatus::config`
+//! The engine's record of its configuration loads: `EngineStatus::config`
 //! (generation, when and from where the configuration in force was loaded, the last refusal
 //! since) and the `ConfigRejected` event every refused load emits, whoever loaded it.
 

@@ -1,4 +1,4 @@
-//! Realistic YARP configuration files read as .NET configuration reads them (SPEC §2).
+//! Realistic YARP configuration files read as .NET configuration reads them.
 //!
 //! The fixtures under `tests/fixtures/yarp/` are written the way teams write `appsettings.json`:
 //! `Logging` and `AllowedHosts` beside `ReverseProxy`, `Routes` with `Match`/`Transforms`,
@@ -488,7 +488,7 @@ fn bare_clusters_document_loads_into_an_engine_and_picks() {
 
 /// Visual Studio saves `appsettings.json` as UTF-8 with a byte-order mark, and .NET reads such a
 /// file as usual. `read_to_string` keeps the BOM as a leading U+FEFF, so the reader must skip it
-/// for "an existing YARP config file loads unchanged" (SPEC §0, §2).
+/// for "an existing YARP config file loads unchanged".
 #[test]
 fn visual_studio_file_with_bom_and_crlf_loads() {
     let text = fixture("visualstudio-bom-crlf.appsettings.json");
@@ -629,7 +629,7 @@ fn ids_differing_only_in_greek_sigma_case_are_duplicates() {
     );
 }
 
-/// Whatever the ids, a pick for a cluster never returns another cluster's destination (SPEC §11).
+/// Whatever the ids, a pick for a cluster never returns another cluster's destination.
 #[test]
 fn a_pick_never_returns_a_destination_of_another_cluster() {
     let text = r#"{ "Clusters": {

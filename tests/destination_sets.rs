@@ -1,4 +1,4 @@
-//! The destination-set seam (SPEC §13 identity rules, ARCHITECTURE.md "Seams"): a source
+//! The destination-set seam (ARCHITECTURE.md "Seams"): a source
 //! publishes the full set of its endpoints with `Engine::set_destinations`, and a whole-config
 //! reload is the `config` source publishing through the same code. Identity is cluster, source
 //! and key: a surviving key keeps health, policy counters, in-flight count and pending

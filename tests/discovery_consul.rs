@@ -1,4 +1,4 @@
-//! The Consul source (SPEC §13) against a fake Consul agent that implements blocking-query
+//! The Consul source against a fake Consul agent that implements blocking-query
 //! semantics (no real Consul can be installed on these machines): `/v1/health/service/<name>`
 //! answers with `X-Consul-Index` and holds a query whose `index` is current until the index
 //! moves past it or `wait` runs out, as Consul does; it can go backwards, fail with 500, hang,

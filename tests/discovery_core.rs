@@ -1,4 +1,4 @@
-//! The discovery core (SPEC §13) through the public API, on a manual clock: publishing through
+//! The discovery core through the public API, on a manual clock: publishing through
 //! a `Publisher`, the update guard (hold, confirm, probes agree, force, supersede, modes),
 //! staleness, first answers, discovery health as a fourth health part, locality to tiers,
 //! weights in the load balancers, status and provenance, and the polling driver.

@@ -1,4 +1,4 @@
-//! DNS discovery against a real dnsmasq (SPEC §13, feature `dns`): the sources on their own
+//! DNS discovery against a real dnsmasq (feature `dns`): the sources on their own
 //! (what an answer becomes), then through the real engine, `Discovery` runner and poll driver —
 //! first sync, adds and removes, identity across address and weight changes, the update guard
 //! on emptying and NXDOMAIN answers, outages and recovery, SRV tiers and weights, churn under

@@ -1,4 +1,4 @@
-//! The etcd source and registration (SPEC §13) against a real etcd (`tests/etcd_support`): the
+//! The etcd source and registration against a real etcd (`tests/etcd_support`): the
 //! prefix read then watched, value changes (weight vs address), registration with a lease and
 //! its expiry, draining and deregistration, compaction forcing a re-list, a server killed and
 //! restarted, a watch cut and resumed, the update guard when the whole prefix goes at once, and

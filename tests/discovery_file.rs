@@ -1,5 +1,5 @@
 #![cfg(feature = "file")]
-//! The watched configuration file (feature `file`; SPEC §13) against real files in a temporary
+//! The watched configuration file (feature `file`) against real files in a temporary
 //! directory: saves by rename, a ConfigMap's `..data` symlink swap, a file truncated and written
 //! in place, a bad document in between, the file deleted and created again.
 //!

@@ -1,4 +1,4 @@
-//! The Kubernetes source (SPEC §13) against a fake API server (`tests/kube_support`; no real API
+//! The Kubernetes source against a fake API server (`tests/kube_support`; no real API
 //! server can be installed on these machines), with kube's own runtime watcher as the client:
 //! list then watch, two slices of one Service, terminating endpoints, bookmarks and a watch the
 //! server ends, 410 Gone forcing a re-list in which a slice is missing, a silent watch replaced

@@ -1,4 +1,4 @@
-//! The endpoint set, the simple face (SPEC §7), against real servers: builder defaults, preferred
+//! The endpoint set, the simple face, against real servers: builder defaults, preferred
 //! URLs in tier 0 with failover and return, `refresh()`, `best_endpoints()`, the first pick's
 //! refresh and the background refresh job.
 //!
@@ -136,7 +136,7 @@ async fn preferred_urls_take_the_traffic_fail_over_to_the_others_and_come_back()
 
     // Both preferred go down: after `threshold` (2) refreshes they are ejected. After the first
     // they are still Healthy (ConsecutiveFailures as in YARP), but suspects: their latest probe
-    // failed, so they rank with Degraded and traffic already fails over to tier 1 (SPEC §14.1).
+    // failed, so they rank with Degraded and traffic already fails over to tier 1.
     preferred_mode.store(FAILING, Ordering::SeqCst);
     set.refresh().await;
     assert_eq!(

@@ -1,4 +1,4 @@
-//! The engine as a whole: reloads keep state (SPEC §2), events and tracing (SPEC §10), custom
+//! The engine as a whole: reloads keep state, events and tracing, custom
 //! policies of every kind, and the reactivation timer on tokio's clock.
 
 use std::sync::Arc;

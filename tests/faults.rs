@@ -1,4 +1,4 @@
-//! Health under real faults (SPEC §14.1, issue 14), against real servers on loopback and, where
+//! Health under real faults, against real servers on loopback and, where
 //! no I/O is involved, on tokio's paused clock:
 //!
 //! - no head-of-line blocking: a destination that accepts connections and never answers holds
@@ -75,9 +75,9 @@ fn picks(engine: &Engine, cluster: &str, n: usize) -> Vec<String> {
 // ---- no head-of-line blocking -------------------------------------------------------------
 
 /// A frozen destination (connections accepted into the backlog, never answered) with a 5 s
-/// probe timeout used to hold every round of its cluster for 5 s: the others' verdicts came
-/// every 5 s instead of every 100 ms, and a second destination killed meanwhile was ejected
-/// only after two such rounds.
+/// probe timeout must not hold every round of its cluster for 5 s: the others' verdicts keep
+/// coming every 100 ms, and a second destination killed meanwhile is ejected without waiting
+/// for the frozen one's probes.
 #[tokio::test]
 async fn a_frozen_destination_holds_back_neither_the_others_verdicts_nor_their_schedule() {
     support::init_tracing();
@@ -238,8 +238,8 @@ async fn a_custom_active_policy_gets_whole_rounds_when_it_asks_for_them() {
 
 // ---- warm-up without a hostage ------------------------------------------------------------
 
-/// Cold start with one hanging destination (3 s probe timeout): every first call used to wait
-/// for the slowest probe, and some then went to the hanging destination anyway.
+/// Cold start with one hanging destination (3 s probe timeout): first calls must not wait for
+/// the slowest probe, nor go to the hanging destination.
 #[tokio::test]
 async fn cold_start_with_a_hanging_destination_waits_only_for_the_healthy_ones_and_avoids_it() {
     let frozen = FrozenServer::start();
@@ -461,8 +461,8 @@ async fn ready_still_waits_for_every_first_probe() {
 
 // ---- suspect ranking ----------------------------------------------------------------------
 
-/// A dead destination whose only probe failed ("connection refused") used to get most first
-/// picks: one failure is below the threshold, so it stayed Unknown, which ranks with Healthy.
+/// A dead destination whose only probe failed ("connection refused") gets no first picks,
+/// though one failure is below the threshold and leaves it Unknown, which ranks with Healthy.
 #[tokio::test]
 async fn a_dead_destination_with_one_failed_probe_gets_no_first_picks() {
     let healthy = HttpServer::start(|_| Reply::payload("Healthy")).await;
@@ -624,10 +624,10 @@ fn passive_ejections(events: &Mutex<Vec<(Duration, String)>>) -> Vec<(Duration, 
     events.lock().unwrap().clone()
 }
 
-/// A whole tier died under load and came back: each restarted destination used to be ejected
-/// again by its first successful request ("transport failure rate 0.998 (556/557)"), since the
-/// window still held the outage's failures, and traffic stayed on the remote tier for another
-/// reactivation period. Now active checks seeing a destination recover clear that history.
+/// A whole tier died under load and came back: without care, each restarted destination would
+/// be ejected again by its first successful request, since the window still holds the outage's
+/// failures, and traffic would stay on the remote tier for another reactivation period. Active
+/// checks seeing a destination recover clear that history.
 #[tokio::test]
 async fn a_whole_tier_killed_under_load_serves_again_within_one_interval_of_its_restart() {
     support::init_tracing();
@@ -781,7 +781,7 @@ async fn a_whole_tier_killed_under_load_serves_again_within_one_interval_of_its_
 // ---- outlier detection on real responses --------------------------------------------------
 
 /// Two destinations whose health endpoint is Healthy but whose application answers 503 to
-/// everything used to keep their share (33% of calls failed for a whole run): active checks see
+/// everything would keep their share (a third of calls failing for a whole run): active checks see
 /// nothing wrong and TransportFailureRate does not count statuses. OutlierDetection ejects them
 /// after 5 consecutive 5xx, each ejection in a row lasting longer, never more than its cap (one
 /// destination of four) at once.

@@ -1,4 +1,4 @@
-//! The OutlierDetection passive policy (SPEC §14.1, Envoy's outlier detection) through the
+//! The OutlierDetection passive policy (after Envoy's outlier detection) through the
 //! engine, on a manual clock: consecutive 5xx and gateway errors eject, the ejection time grows
 //! with repeated ejections and decays back, at most a share of the cluster is ejected at once,
 //! it runs beside TransportFailureRate, the simulator shows its decisions, and its settings are

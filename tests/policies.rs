@@ -1,5 +1,5 @@
-//! Health policies through the engine, on a manual clock: ConsecutiveFailures (SPEC §3),
-//! TransportFailureRate and reactivation (SPEC §4), HealthyAndUnknown / HealthyOrPanic (SPEC §5).
+//! Health policies through the engine, on a manual clock: ConsecutiveFailures,
+//! TransportFailureRate and reactivation, HealthyAndUnknown / HealthyOrPanic.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -404,7 +404,7 @@ fn active_and_passive_are_independent() {
     }
 }
 
-/// SPEC §14.1: when active checks see a destination come back (Unhealthy to Healthy), the
+/// When active checks see a destination come back (Unhealthy to Healthy), the
 /// failure-rate history of its outage is cleared, so its first successful request after a
 /// reactivation does not eject it again (YARP keeps the history: metadata
 /// `HealthCheck.ResetPassiveOnRecovery: false`). Reactivation itself is unchanged.

@@ -1,4 +1,4 @@
-//! Active health checks against real servers (SPEC §3, §6 warm-up, §9): what a probe sends, how
+//! Active health checks against real servers: what a probe sends, how
 //! each kind of answer is judged, when rounds run, how the monitor follows reloads and stops, the
 //! first-pick warm-up, draining end to end and one round over a thousand destinations.
 //!
@@ -91,7 +91,7 @@ async fn a_200_makes_the_destination_healthy() {
 #[tokio::test]
 async fn a_500_or_503_is_a_failure_whatever_the_body_says() {
     for code in [500u16, 503] {
-        // The body claims Healthy: a non-2xx is a failure anyway (SPEC §9).
+        // The body claims Healthy: a non-2xx is a failure anyway.
         let server = HttpServer::start(move |_| Reply::json(code, r#"{"status":"Healthy"}"#)).await;
         let (d, _) = probe_once(&server.url(), ms(2000)).await;
         let expected = format!("HTTP {code}");
@@ -309,7 +309,7 @@ async fn a_2xx_without_payload_or_a_failure_clears_the_reported_status() {
 
 /// YARP reads `HttpRequest:Version` with its default `VersionPolicy` RequestVersionOrLower: a
 /// cluster asking for HTTP/2 still talks HTTP/1.1 to a destination that cannot do HTTP/2 (every
-/// `http://` destination without h2c). SPEC §2/§3 promise the same file behaves the same. Here the
+/// `http://` destination without h2c), and the same file must behave the same here. The
 /// probe forces `Version::HTTP_2` on the request, which reqwest refuses for such destinations
 /// (`UserUnsupportedVersion`) before connecting, so every destination fails its probes.
 #[tokio::test]
@@ -609,7 +609,7 @@ async fn the_first_round_probes_every_enabled_cluster_at_once() {
 #[tokio::test]
 async fn the_next_round_starts_an_interval_after_the_previous_one_finished() {
     // Each probe takes 150 ms and the interval is 100 ms: a fixed-rate schedule would start a
-    // round every 100 ms and overlap; the spec's schedule starts one every ~250 ms, one at a time.
+    // round every 100 ms and overlap; YARP's schedule starts one every ~250 ms, one at a time.
     let server = HttpServer::start(|_| Reply::text(200, "ok").delay(ms(150))).await;
     let engine = Engine::new(
         Config::new().cluster(
@@ -952,10 +952,9 @@ async fn ready_resolves_after_every_enabled_clusters_first_round() {
     assert!(destination(&engine, "slow", "d").last_probe.is_some());
 }
 
-/// SPEC §3/§6: `ready()` resolves after every enabled cluster's first round. A cluster with
+/// `ready()` resolves after every enabled cluster's first round. A cluster with
 /// active checks and no destinations (YARP accepts it; discovery may fill it later) has a
-/// trivially finished round; it must count, or `ready()` never resolves (it did not, before the
-/// updater marked empty rounds).
+/// trivially finished round; it must count, or `ready()` never resolves.
 #[tokio::test]
 async fn ready_resolves_for_an_active_cluster_without_destinations() {
     let server = HttpServer::start(|_| Reply::text(200, "ok")).await;

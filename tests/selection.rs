@@ -1,4 +1,4 @@
-//! Best-endpoint selection (SPEC §6): health classes, tiers, and the exact algorithms of the
+//! Best-endpoint selection: health classes, tiers, and the exact algorithms of the
 //! load-balancing policies.
 
 use std::collections::HashMap;
@@ -346,7 +346,7 @@ fn retries_move_to_the_next_best_of_the_same_tier_then_the_next_tier() {
     assert_eq!(next(&["a", "b"]).unwrap(), "s");
 }
 
-/// RoundRobin counts on each thread (SPEC §6 and §12: a pick writes nothing shared but its
+/// RoundRobin counts on each thread (a pick writes nothing shared but its
 /// count): the first thread that picks sees the exact sequence 0, 1, 2, ... across reloads;
 /// other threads go round the group in whole laps from starts of their own, so each spreads
 /// evenly over it, and none moves the first thread's sequence.
@@ -422,7 +422,7 @@ fn round_robin_goes_on_across_a_change_of_the_cluster_table() {
     assert_eq!((id(&engine), id(&engine)), ("d3".into(), "d0".into()));
 }
 
-/// SPEC §14.1 suspect ranking: a destination whose latest probe failed, but which is below the
+/// Suspect ranking: a destination whose latest probe failed, but which is below the
 /// threshold (Healthy or Unknown for YARP), ranks with Degraded: it gets no picks while a
 /// destination whose latest probe succeeded exists (in any tier), it is still used before
 /// panic, and one successful probe puts it back.

@@ -1,4 +1,4 @@
-//! The service side (SPEC §9): health payload reading, the status-code rule, draining, and the
+//! The service side: health payload reading, the status-code rule, draining, and the
 //! axum endpoints on a real server (feature `axum`).
 
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! The simulator (`healthpick::simulate`): the spec's worked sequences replayed through the real
+//! The simulator (`healthpick::simulate`): worked sequences of outcomes replayed through the real
 //! engine, the worked examples in `examples/scenarios/`, determinism, timers, reloads and
 //! scenario errors.
 
@@ -148,7 +148,7 @@ fn worked_examples_show_what_their_comments_claim() {
 }
 
 // -------------------------------------------------------------------------------------------
-// The spec's sequences
+// Worked sequences of outcomes
 
 #[test]
 fn consecutive_failures_threshold_3_over_the_spec_sequence() {

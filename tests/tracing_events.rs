@@ -1,4 +1,4 @@
-//! Tracing events (SPEC §10): every health transition and panic entry/exit is logged under
+//! Tracing events: every health transition and panic entry/exit is logged under
 //! target `healthpick` with cluster, destination, part, from, to and reason.
 //!
 //! Alone in its binary: tracing caches per-callsite interest process-wide, so a thread-local

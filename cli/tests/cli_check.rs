@@ -677,7 +677,7 @@ fn print_config_is_documented_and_excludes_json() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// mistakes YARP refuses or that silently change behaviour (issue 18 point 2)
+// mistakes YARP refuses or that silently change behaviour
 
 const ONE_CLUSTER: &str = r#"{ "ReverseProxy": { "Clusters": { "payments": {
   "HealthCheck": { "Active": { "Enabled": true, "Interval": "00:00:15", "Timeout": "00:00:05" } },

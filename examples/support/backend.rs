@@ -1,5 +1,5 @@
 //! A small real HTTP backend on 127.0.0.1 for the examples and integration tests: it serves
-//! `/api/systemstatus` (the health payload of SPEC §9, from the library's own [`Draining`]
+//! `/api/systemstatus` (the health payload, from the library's own [`Draining`]
 //! handle) and echoes its name on every other path.
 //!
 //! It can report `Degraded` (or any status), drain (its health endpoint answers `503 Unhealthy`

@@ -1,5 +1,5 @@
 //! A tiny HTTP server on 127.0.0.1 for the examples: every path answers with the server's name,
-//! except `/health`, which answers with a health payload (SPEC §9) whose status the example
+//! except `/health`, which answers with a health payload whose status the example
 //! switches between Healthy (200) and Unhealthy (503).
 
 #![allow(dead_code)] // each example uses part of it

@@ -11,8 +11,8 @@ use tokio::time::{Instant, Sleep};
 ///
 /// Registering a timer due before the runtime's next planned wake-up makes tokio wake its
 /// driver: a write to an eventfd and one more turn of the event loop, two system calls a call
-/// would pay whenever the runtime had gone to sleep with no earlier timer (measured with strace
-/// on the client bench: one `write` and one `epoll_wait` per sequential call). And a new timer
+/// would pay whenever the runtime had gone to sleep with no earlier timer (strace on the client
+/// bench shows one `write` and one `epoll_wait` per sequential call). And a new timer
 /// takes tokio's timer lock twice, to enter the wheel on its first poll and to leave it when
 /// dropped, besides its allocation. So a call keeps one timer for all its phases (boxed, to move
 /// into the response), and when the call is over the timer is not cancelled but kept, still
@@ -23,8 +23,8 @@ use tokio::time::{Instant, Sleep};
 /// first poll replaces it or the spare fires at its old deadline (tokio then wakes that task
 /// once, a spurious wake a future must take, and lets the waker go): at most [`SPARES`]
 /// finished tasks per thread stay allocated for at most one timeout after their last call.
-/// Letting go at once, by polling the spare with a no-op waker when it is put back, cost the
-/// client bench about half a point of throughput (twelve interleaved pairs, 2026-12-03).
+/// Letting go at once, by polling the spare with a no-op waker when it is put back, would cost
+/// every call that poll, which shows in the client bench's throughput.
 #[derive(Debug)]
 pub(crate) struct CallTimer {
     /// `Some` until dropped.

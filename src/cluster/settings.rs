@@ -136,7 +136,7 @@ impl ClusterSettings {
     /// Whether a destination's passive health going from `from` to `to` leaves everything its
     /// cluster's snapshot holds as it was, so that nothing needs rebuilding: a change between
     /// Unknown and Healthy under the built-in policies. Neither state excludes a destination and
-    /// both rank in the same health class (SPEC §6), and the built-in load balancers prepare
+    /// both rank in the same health class, and the built-in load balancers prepare
     /// from ids and weights alone. Each destination's first judged request makes this change,
     /// which at 10,000 destinations would otherwise rebuild a 10,000-member snapshot 10,000
     /// times.

@@ -1,4 +1,4 @@
-//! A destination's in-flight count (SPEC §6): picks whose handle is not dropped yet.
+//! A destination's in-flight count: picks whose handle is not dropped yet.
 //!
 //! Every destination keeps its count in its cluster's [`CountPool`]: 4-byte counts in chunks of
 //! [`CHUNK`], side by side or, in a small cluster balanced by round robin or at random, two or
@@ -46,20 +46,15 @@ pub(crate) const SPREAD_UP_TO: usize = 256;
 ///   the other thread since its last lap: one move per line, fewer counts to a line meaning
 ///   more moves; and two threads that happen to walk the same line at the same time move it on
 ///   each pick, more counts to a line meaning more such meetings (one group in seven lines at
-///   100 compact counts). Measured on the 2026-12-05 host at 100 destinations (interleaved
-///   paired runs, eight each): two threads 0.96-1.42x one thread alternate, 0.68-1.24x
-///   spread, 0.86-1.59x compact (0.89 and below in three runs of eight).
+///   100 compact counts). Two cells apart scales best of the three on two threads.
 /// - `Spread`: four cells apart, four counts to a line. A policy that writes counts at random
 ///   places (Random, PowerOfTwoChoices) on several threads moves a line between cores whenever
 ///   two threads' picks meet in it; 100 compact counts have seven lines to meet in, spread
-///   ones 25. Measured on the 2026-12-05 host at 100 destinations (the pick bench's paired
-///   runs): PowerOfTwoChoices on two threads 0.68-0.72x one thread spread, 0.62-0.64x
-///   compact, its floor 0.71-0.80x.
+///   ones 25.
 ///
 /// Counts further apart take more cache, which costs one thread more than it saves two in a
-/// large group (Random at 10,000 destinations, all spread: 2.05x the baseline instead of 1.76x),
-/// so a cluster whose first placement brings more than [`SPREAD_UP_TO`] destinations keeps
-/// them compact; in a large group two threads rarely meet in a line anyway.
+/// large group, so a cluster whose first placement brings more than [`SPREAD_UP_TO`]
+/// destinations keeps them compact; in a large group two threads rarely meet in a line anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum Layout {
     #[default]
@@ -125,10 +120,9 @@ impl InFlight {
     }
 }
 
-/// `CHUNK` counts side by side, starting half-way into a cache line, the same in every chunk.
-/// Measured on the 2026-12-05 host: with the counts starting on a line, LeastRequests' scan of
-/// 100 busy destinations took 73 ns instead of 61; half-way, as with the chunk where the
-/// allocator put it.
+/// `CHUNK` counts side by side, starting half-way into a cache line, the same in every chunk:
+/// LeastRequests' scan of a busy group runs slower with the counts starting on a line than
+/// half-way, where the allocator happened to put them.
 #[repr(C, align(64))]
 pub(crate) struct CountChunk {
     /// Puts the counts half-way into a line.

@@ -49,8 +49,8 @@ pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
 // - this block, what the usual outcome touches and what a policy reads counts through: its
 //   in-flight count's place in the cluster's pool of counts (see `in_flight.rs`), the successes
 //   it may count without a lock (see `success_credit.rs`) and where outcomes go; 56 bytes with
-//   the reference counts, a 64-byte heap chunk. A pick does not touch it at all (since
-//   2026-12-05): it writes the count in the pool and its thread's ticket (see `handle.rs`);
+//   the reference counts, a 64-byte heap chunk. A pick does not touch it at all: it
+//   writes the count in the pool and its thread's ticket (see `handle.rs`);
 // - the warm part, what an outcome that takes the lock reads and writes: the health and the
 //   outcome window (72 bytes, an 80-byte chunk; with feature `metrics` also the handles a pick
 //   updates, so that a pick reaches them as directly as an outcome reaches the window);
@@ -61,9 +61,7 @@ pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
 //
 // The block's fields are in a fixed order (`repr(C)`): the count's place (read by policies that
 // read counts through the destination, and by the status view), then the success credit an
-// outcome updates, then the two pointers it reads. (Until 2026-12-05 a pick wrote the block's
-// reference count and an in-flight count kept in it; the order then kept the written bytes in
-// one cache line for three blocks in four.)
+// outcome updates, then the two pointers it reads.
 #[repr(C)]
 pub struct Destination {
     pub(crate) in_flight: InFlight,

@@ -1,5 +1,5 @@
 //! A destination's recent request outcomes in 1-second buckets over a sliding window, kept
-//! exactly as YARP's `ProxiedRequestHistory` keeps them (SPEC §4):
+//! exactly as YARP's `ProxiedRequestHistory` keeps them:
 //!
 //! - a bucket is stamped with its closing time (its first outcome's time + 1 s) and closed by
 //!   the first outcome at or after that time;

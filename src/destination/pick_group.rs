@@ -42,9 +42,8 @@ pub(crate) struct GroupCounts {
     /// The same for an alternate pool (`places[k] == alternate_run + 2 * k`, see [`Layout`]).
     alternate_run: u32,
     /// The same for a spread pool (`places[k] == spread_run + 4 * k`). Each layout's run is kept
-    /// apart so that each case costs one addition: shifting by the layout's step instead put a
-    /// cycle more between a pick's index and its count (PowerOfTwoChoices took about 1 ns more a
-    /// pick, measured).
+    /// apart so that each case costs one addition: shifting by the layout's step instead would
+    /// put a cycle more between a pick's index and its count.
     spread_run: u32,
     /// The first place when the places run on one after another but for one gap, in a compact
     /// pool: `places[k] == gap_run + k` below `gap_at`, `gap_run + gap_width + k` from it on, as
@@ -148,8 +147,8 @@ impl GroupCounts {
     }
 
     /// [`GroupCounts::place`] for a round-robin pick, which checks for the alternate layout's
-    /// run first: each check a pick passes costs it (the third, where the other policies have
-    /// it, cost RoundRobin about 0.7 ns a pick, measured).
+    /// run first: each check a pick passes costs it, and the alternate layout is
+    /// round robin's.
     #[inline(always)]
     pub fn round_robin_place(&self, index: usize) -> u32 {
         self.place_checking::<true>(index)

@@ -58,9 +58,8 @@ impl Miss {
 /// A pick as it leaves the pick cache's closure: the handle, or why there is none. Two words
 /// (the handle's ticket, null for a miss, and its slot), each written and read back whole: the
 /// lookup is out of line and returns it through memory, and a load that does not match the
-/// store before it stalls store forwarding. A `Result<PickHandle, PickError>` (48 bytes) was
-/// copied out that way, half of every pick (seen with `perf annotate`); so was, in 2026-12, a
-/// handle whose slot was two 4-byte fields read back as one word (28 ns a pick instead of 13).
+/// store before it stalls store forwarding. A `Result<PickHandle, PickError>` (48 bytes), or a
+/// slot of two 4-byte fields read back as one word, would stall that way on every pick.
 pub(crate) struct Picked(Result<PickHandle, Miss>);
 
 impl Picked {

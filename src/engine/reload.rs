@@ -402,7 +402,7 @@ impl ClusterRuntime {
             .filter(|(i, _)| *i != position)
             .flat_map(|(_, s)| s.members.iter().map(|d| fold_case(d.id())))
             .collect();
-        // Locality decides the tier of endpoints whose source gave none (SPEC §13).
+        // Locality decides the tier of endpoints whose source gave none.
         if let Some(rule) = &settings.locality {
             for e in endpoints.iter_mut().filter(|e| !e.explicit_tier) {
                 e.attributes.tier = rule.tier(&e.attributes.locality);

@@ -151,10 +151,10 @@ struct Entry {
 }
 
 /// A thread's round-robin cursor for one cluster: the thread's own counter, so that a pick
-/// writes nothing shared but its destination's count (SPEC §12).
+/// writes nothing shared but its destination's count.
 ///
 /// The first thread that picks from the cluster (place 0) counts from 0 and walks the group in
-/// order: one thread sees the spec's exact sequence 0, 1, 2, ... mod the group size, in place and
+/// order: one thread sees YARP's exact sequence 0, 1, 2, ... mod the group size, in place and
 /// through a policy object alike, across changes of the group too. Every later thread starts
 /// its counter elsewhere ([`offset`]) and, picking an unweighted group in place, goes round it in
 /// *laps*: whole rounds of the group in order (one round, or enough of a small group's to make
@@ -357,11 +357,11 @@ thread_local! {
 ///
 /// The engine's random `source` is told apart here, once a pick, rather than at every draw:
 /// the lookup for a per-thread source (the default) is compiled knowing that it draws from the
-/// thread's own generator, which left it 11 instructions shorter with half the stack traffic
-/// (a seeded engine, for tests and simulations, has a copy of its own). The two are called
+/// thread's own generator, which makes it shorter with less stack traffic (a seeded engine, for
+/// tests and simulations, has a copy of its own). The two are called
 /// from one place, through a function pointer, so that the caller reads the result straight
-/// from the call (two calls made it copy the result out of either as one 16-byte load, which
-/// stalls on the two 8-byte stores that wrote it: 24 ns a pick instead of 14, measured).
+/// from the call (with two calls it would copy the result out of either as one 16-byte load,
+/// which stalls on the two 8-byte stores that wrote it).
 #[inline(always)]
 pub(crate) fn with_snapshot<R, F: FnOnce(Option<Picking<'_>>) -> R>(
     cell: &TableCell,
@@ -563,7 +563,7 @@ mod tests {
         ThreadCursor::new(Arc::new(RoundRobinCounter::default()), place, n)
     }
 
-    /// The first thread follows the spec's counter: 0, 1, 2, ... mod the group size, across a
+    /// The first thread follows YARP's counter: 0, 1, 2, ... mod the group size, across a
     /// change of the group, with the values a policy object takes (a weighted group's picks)
     /// counted in the same sequence; it never starts a lap elsewhere.
     #[test]

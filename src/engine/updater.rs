@@ -362,7 +362,7 @@ impl ClusterRuntime {
             if let Some(first_probes) = first_probes.as_deref_mut() {
                 first_probes.record(destination.tier(), before, succeeded);
             }
-            // A 2xx health payload sets the reported part; any other result clears it (SPEC §3).
+            // A 2xx health payload sets the reported part; any other result clears it.
             let reported = if result.error.is_none()
                 && result.status.is_some_and(|s| (200..300).contains(&s))
             {

@@ -18,7 +18,7 @@ impl AvailableDestinationsPolicy for HealthyAndUnknown {
         ctx: &AvailablePolicyContext<'_>,
         all: &[Arc<Destination>],
     ) -> Availability {
-        // Without checks only a discovery source's Unhealthy excludes (SPEC §13).
+        // Without checks only a discovery source's Unhealthy excludes.
         let destinations = all
             .iter()
             .filter(|d| !ctx.is_excluded(d))

@@ -53,8 +53,8 @@ pub trait LoadBalancingPolicy: Any + Send + Sync + 'static {
 
     /// Whether [`pick`](Self::pick) reads the in-flight count of every destination of the
     /// group, as `LeastRequests` does. It changes nothing any more: every cluster keeps its
-    /// destinations' counts side by side in one array (since 2026-12-05, so that a pick writes
-    /// only a count and its thread's own ticket), which an
+    /// destinations' counts side by side in one array (so that a pick writes only a count
+    /// and its thread's own ticket), which an
     /// [`InFlightCounts`](super::InFlightCounts) prepared for the group reads at 4 bytes per
     /// destination. Kept so that policies that say it still compile.
     #[deprecated(note = "every cluster keeps its in-flight counts side by side; this is ignored")]

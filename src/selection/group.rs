@@ -17,7 +17,7 @@ pub(crate) fn class_of(ctx: &AvailablePolicyContext<'_>, d: &Destination) -> Hea
     match (health.reported, health.discovery) {
         (Some(ReportedHealth::Degraded) | Some(ReportedHealth::Unhealthy), _)
         | (_, DiscoveryHealth::Draining) => HealthClass::Degraded,
-        // Its most recent probe failed (SPEC §14.1 suspect ranking).
+        // Its most recent probe failed (suspect ranking).
         _ if ctx.is_suspect(d) => HealthClass::Degraded,
         _ => HealthClass::Healthy,
     }

@@ -1,5 +1,5 @@
 //! [`InFlightCounts`]: the in-flight counts of a whole group, read as cheaply as a scan can be
-//! (SPEC §6, LeastRequests). Prepared once per group; a pick walks the compact arrays of counts
+//! (LeastRequests). Prepared once per group; a pick walks the compact arrays of counts
 //! the group's destinations keep in their cluster's pool (`destination/in_flight.rs`) instead of
 //! visiting every destination.
 //!

@@ -1,7 +1,7 @@
-//! A cluster's round-robin counter (SPEC §6), and where a pick's counter value comes from.
+//! A cluster's round-robin counter, and where a pick's counter value comes from.
 //!
-//! The spec's counter is one per cluster; a pick on the pick path writes no shared memory but
-//! its destination's in-flight count (SPEC §12), so each thread counts on its own (a
+//! YARP's counter is one per cluster; a pick on the pick path writes no shared memory but
+//! its destination's in-flight count, so each thread counts on its own (a
 //! `ThreadCursor` in `engine/table.rs`): the first thread that picks from a cluster from 0, so
 //! that one thread sees the exact sequence 0, 1, 2, ..., later threads from offsets of their own
 //! and in laps that start at unrelated places, so that threads together spread evenly without

@@ -1,4 +1,4 @@
-//! Servers and helpers for `tests/client.rs` (the wrapped client and the middleware, SPEC §8):
+//! Servers and helpers for `tests/client.rs` (the wrapped client and the middleware):
 //!
 //! - [`backend`]: the examples' real hyper backend (killable, restartable on the same port);
 //! - [`RawServer`]: a TCP listener that misbehaves at the byte level and records every

@@ -179,7 +179,7 @@ impl Reply {
             .body(body.into())
     }
 
-    /// A health payload `{"status": ...}` with the status code of SPEC §9.
+    /// A health payload `{"status": ...}` with the status code a service sends for it.
     pub fn payload(status: &str) -> Reply {
         let code = if status == "Unhealthy" { 503 } else { 200 };
         Reply::json(code, format!(r#"{{"status":"{status}"}}"#))
