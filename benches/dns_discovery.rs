@@ -1,5 +1,5 @@
 //! What DNS discovery costs and how fast it follows DNS (feature `dns`), against a real
-//! dnsmasq (`tests/dns_support`; skipped without one, failing under `CI`).
+//! dnsmasq (`tests/support/dnsmasq.rs`; skipped without one, failing under `CI`).
 //!
 //! 1. **Change to picks.** A `Dns` source of A records (TTL 0, so every refresh comes after
 //!    `MinRefresh`, plus up to 10% jitter) feeds a cluster picked by a thread that picks every
@@ -27,15 +27,15 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
-#[path = "../tests/dns_support/mod.rs"]
-mod dns_support;
+#[path = "../tests/support/dnsmasq.rs"]
+mod dnsmasq;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dns_support::{Dnsmasq, Mode, Srv};
+use dnsmasq::{Dnsmasq, Mode, Srv};
 use healthpick::config::DnsSourceConfig;
 use healthpick::discovery::dns::DnsSource;
 use healthpick::discovery::{Discovery, PollSource, SourceSpec};

@@ -1,5 +1,5 @@
 //! How fast etcd discovery follows etcd and what it holds in memory (feature `etcd`),
-//! against a real etcd (`tests/etcd_support`: a private single-member server on loopback, fast
+//! against a real etcd (`tests/support/etcd.rs`: a private single-member server on loopback, fast
 //! elections, no fsync; skipped without one, failing under `CI`).
 //!
 //! 1. **Delete to picks.** A cluster fed by an `Etcd` discovery section (`Discovery::start`, the
@@ -29,8 +29,8 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
-#[path = "../tests/etcd_support/mod.rs"]
-mod etcd_support;
+#[path = "../tests/support/etcd.rs"]
+mod etcd;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use etcd_support::Etcd;
+use etcd::Etcd;
 use healthpick::discovery::etcd::parse_value;
 use healthpick::discovery::{Discovery, SourceSpec};
 use healthpick::service::EtcdRegistration;

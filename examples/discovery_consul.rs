@@ -6,7 +6,7 @@
 //! does — `X-Consul-Index` on every answer, a query with `?index=` held until that datacenter's
 //! index moves past it or `wait` runs out, `?dc=` choosing the datacenter, `X-Consul-Token`
 //! checked (403 otherwise) — which is what the source relies on. The same fake, with failure
-//! modes added, is what `tests/discovery_consul.rs` runs against.
+//! modes added, is what the Consul tests run against (`tests/support/consul.rs`).
 //!
 //! Four small HTTP backends on 127.0.0.1 are the instances of service `payments`: `west-1`,
 //! `west-2`, `west-3` in datacenter `eu-west`, `central-1` in `eu-central`. The cluster

@@ -1,8 +1,8 @@
 //! Kubernetes discovery: picks follow a Service's EndpointSlices as they change.
 //!
 //! No cluster is needed: the example starts a **fake Kubernetes API server in-process** (the
-//! one the tests use, `tests/kube_support`: list, chunked watch streams, bookmarks, 410 Gone) on
-//! 127.0.0.1 and points kube's real client and watcher at it. Then:
+//! one the tests use, `tests/support/kubernetes.rs`: list, chunked watch streams, bookmarks,
+//! 410 Gone) on 127.0.0.1 and points kube's real client and watcher at it. Then:
 //!
 //! 1. two slices of Service `web` (pods `a`, `b` in one, `c` in the other): picks spread over all;
 //! 2. `a` starts terminating (serving, not ready): it drains, picks avoid it;
@@ -14,8 +14,8 @@
 //! Run with `cargo run --features kubernetes --example discovery_kubernetes`; it exits by itself,
 //! 0 when every step saw what it expected.
 
-#[path = "../tests/kube_support/mod.rs"]
-mod kube_support;
+#[path = "../tests/support/kubernetes.rs"]
+mod kubernetes;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ use healthpick::config::{GuardMode, GuardPolicy, KubernetesSourceConfig};
 use healthpick::discovery::kubernetes::KubernetesSource;
 use healthpick::discovery::SourceSpec;
 use healthpick::Engine;
-use kube_support::{endpoint, ready, slice, FakeApiServer};
+use kubernetes::{endpoint, ready, slice, FakeApiServer};
 
 /// Counts the bytes live on the heap.
 struct Counting;

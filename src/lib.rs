@@ -148,7 +148,7 @@
 #![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The layers of ARCHITECTURE.md, lowest first; `tests/architecture.rs` keeps them one-way.
+// The layers of ARCHITECTURE.md, lowest first; `tests/tidy/architecture.rs` keeps them one-way.
 
 // Foundation.
 mod clock;

@@ -1,18 +1,20 @@
 //! `"Discovery": {"Type": "Kubernetes", ...}` in a configuration, started by `Discovery::start`,
-//! against the fake API server of `tests/kube_support` (no real API server can be installed on
+//! against the fake API server of `support::kubernetes` (no real API server can be installed on
 //! these machines). The client is configured as kube does it, from a kubeconfig file named by
 //! `KUBECONFIG`: this test binary holds this one test, so setting the variable races with
 //! nothing.
 
 #![cfg(feature = "kubernetes")]
 
-mod kube_support;
+mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use healthpick::discovery::Discovery;
 use healthpick::{DiscoveryHealth, Engine, SourceStatus};
-use kube_support::{endpoint, ready, slice, FakeApiServer};
+
+use support::kubernetes::{endpoint, ready, slice, FakeApiServer};
+use support::waits::until;
 
 fn kubeconfig(server: &str) -> String {
     format!(
@@ -34,17 +36,6 @@ users:
   user: {{}}
 "
     )
-}
-
-async fn until(description: &str, mut what: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !what() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "not within 10 s: {description}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn sources(engine: &Engine, cluster: &str) -> Vec<SourceStatus> {

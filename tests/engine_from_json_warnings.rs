@@ -3,11 +3,11 @@
 //!
 //! Alone in its binary: tracing caches per-callsite interest process-wide.
 
-#[path = "support/event_capture.rs"]
-mod event_capture;
+#[path = "support/logging.rs"]
+mod logging;
 
-use event_capture::Captured;
 use healthpick::Engine;
+use logging::Captured;
 
 const MISSPELT: &str = r#"{ "ReverseProxy": { "Clusters": { "payments": {
   "Destinations": { "eu-1": { "Address": "http://10.0.0.1:8080/", "Priorty": 1 } } } } } }"#;

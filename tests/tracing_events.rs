@@ -4,12 +4,12 @@
 //! Alone in its binary: tracing caches per-callsite interest process-wide, so a thread-local
 //! subscriber can miss events while other tests run on other threads.
 
-#[path = "support/event_capture.rs"]
-mod event_capture;
+#[path = "support/logging.rs"]
+mod logging;
 
-use event_capture::Captured;
 use healthpick::config::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
 use healthpick::{Engine, ProbeResult};
+use logging::Captured;
 
 fn two_destinations(id: &str) -> ClusterConfig {
     ClusterConfig::new(id)

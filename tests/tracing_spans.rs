@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use healthpick::discovery::{Answer, BoxFuture, PollSource, SourceError, SourceSpec};
 use healthpick::{ActiveMonitor, Endpoint, Engine, HealthAwareClient, Hedging};
-use support::{eventually, http_client, refused_port, HttpServer, Reply};
+use support::clients::http_client;
+use support::faulty_servers::ClosedPort;
+use support::servers::{HttpServer, Reply};
+use support::waits::eventually;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::Instrument;
@@ -111,12 +114,12 @@ fn one_call(cluster: &str) -> Captured {
 }
 
 /// `FirstAlphabetical` over `a` (refused) then `b` (the server).
-fn refused_then(cluster: &str, server: &HttpServer) -> Engine {
+fn refused_then(cluster: &str, closed: &ClosedPort, server: &HttpServer) -> Engine {
     Engine::from_json(&format!(
         r#"{{"Clusters": {{"{cluster}": {{ "LoadBalancingPolicy": "FirstAlphabetical",
-            "Destinations": {{ "a": {{ "Address": "http://127.0.0.1:{}/" }},
+            "Destinations": {{ "a": {{ "Address": "{}" }},
                               "b": {{ "Address": "{}" }} }} }} }} }}"#,
-        refused_port(),
+        closed.url(),
         server.url()
     ))
     .unwrap()
@@ -146,7 +149,8 @@ fn assert_answered_by_b_after_a_refused(call: &Captured, server: &HttpServer) {
 async fn a_client_call_records_destination_resend_count_and_reason_on_its_span_and_the_callers() {
     spans();
     let server = HttpServer::start(|_| Reply::text(200, "ok")).await;
-    let engine = refused_then("spans-client", &server);
+    let closed = ClosedPort::reserve();
+    let engine = refused_then("spans-client", &closed, &server);
     let client = HealthAwareClient::new(http_client(), engine);
     let caller = tracing::info_span!(
         "caller",
@@ -180,7 +184,8 @@ async fn a_client_call_records_destination_resend_count_and_reason_on_its_span_a
 async fn a_middleware_call_records_the_same_fields() {
     spans();
     let server = HttpServer::start(|_| Reply::text(200, "ok")).await;
-    let engine = refused_then("spans-mw", &server);
+    let closed = ClosedPort::reserve();
+    let engine = refused_then("spans-mw", &closed, &server);
     let client = reqwest_middleware::ClientBuilder::new(http_client())
         .with(healthpick::middleware::HealthPickMiddleware::new(engine))
         .build();

@@ -1,4 +1,4 @@
-//! The Kubernetes source against a fake API server (`tests/kube_support`; no real API
+//! The Kubernetes source against a fake API server (`support::kubernetes`; no real API
 //! server can be installed on these machines), with kube's own runtime watcher as the client:
 //! list then watch, two slices of one Service, terminating endpoints, bookmarks and a watch the
 //! server ends, 410 Gone forcing a re-list in which a slice is missing, a silent watch replaced
@@ -8,31 +8,15 @@
 
 #![cfg(feature = "kubernetes")]
 
-mod kube_support;
-
 use std::time::{Duration, Instant};
 
 use healthpick::config::{GuardMode, GuardPolicy, KubernetesSourceConfig, RefreshBounds};
 use healthpick::discovery::kubernetes::KubernetesSource;
 use healthpick::discovery::{SourceSpec, SourceTask};
 use healthpick::{DestinationStatus, DiscoveryHealth, Engine, SourceStatus};
-use kube_support::{endpoint, ready, slice, FakeApiServer};
 
-/// Waits (bounded) until `what` holds, polling every 10 ms; panics with `description`.
-async fn until_within(limit: Duration, description: &str, mut what: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !what() {
-        assert!(
-            start.elapsed() < limit,
-            "not within {limit:?}: {description}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn until(description: &str, what: impl FnMut() -> bool) {
-    until_within(Duration::from_secs(10), description, what).await;
-}
+use crate::support::kubernetes::{endpoint, ready, slice, FakeApiServer};
+use crate::support::waits::{until, until_within};
 
 fn engine() -> Engine {
     Engine::from_json(r#"{"Clusters": {"web": {}}}"#).unwrap()

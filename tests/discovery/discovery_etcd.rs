@@ -1,4 +1,4 @@
-//! The etcd source and registration against a real etcd (`tests/etcd_support`): the
+//! The etcd source and registration against a real etcd (`support::etcd`): the
 //! prefix read then watched, value changes (weight vs address), registration with a lease and
 //! its expiry, draining and deregistration, compaction forcing a re-list, a server killed and
 //! restarted, a watch cut and resumed, the update guard when the whole prefix goes at once, and
@@ -6,31 +6,18 @@
 
 #![cfg(feature = "etcd")]
 
-mod etcd_support;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use etcd_support::{Etcd, Relay};
 use healthpick::config::{EtcdSourceConfig, GuardMode, GuardPolicy, RefreshBounds};
 use healthpick::discovery::etcd::EtcdSource;
 use healthpick::discovery::{SourceSpec, SourceTask};
 use healthpick::service::{Draining, EtcdRegistration};
 use healthpick::{DiscoveryHealth, Engine, SourceStatus};
 
-const PREFIX: &str = "/services/api/";
+use crate::support::etcd::{Etcd, Relay};
+use crate::support::waits::until;
 
-/// Waits (bounded, 10 s) until `what` holds, polling every 10 ms; panics with `description`.
-async fn until(description: &str, mut what: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !what() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "not within 10 s: {description}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    start.elapsed()
-}
+const PREFIX: &str = "/services/api/";
 
 fn engine() -> Engine {
     Engine::from_json(r#"{"Clusters": {"api": {}}}"#).unwrap()

@@ -3,15 +3,17 @@
 //! `patch`/`options`, response metadata and a streamed body that keeps its destination in
 //! flight until it ends.
 
-mod support;
-
 use std::error::Error as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use healthpick::observer::Observer;
 use healthpick::{ClientError, Engine, HealthAwareClient, RequestOutcome};
-use support::{destination, http_client, refused_port, HttpServer, Reply};
+
+use crate::support::clients::http_client;
+use crate::support::faulty_servers::ClosedPort;
+use crate::support::servers::{HttpServer, Reply};
+use crate::support::status::destination;
 
 fn engine_for(url: &str) -> Engine {
     Engine::from_json(&format!(
@@ -69,7 +71,8 @@ async fn errors_answer_their_predicates_and_keep_their_sources() {
 
 #[tokio::test]
 async fn a_failed_call_names_each_attempts_url_once() {
-    let port = refused_port();
+    let closed = ClosedPort::reserve();
+    let port = closed.port();
     let engine = engine_for(&format!("http://127.0.0.1:{port}/"));
     let client = HealthAwareClient::new(http_client(), engine);
     let error = client.get("c", "/api/orders").send().await.unwrap_err();

@@ -1,8 +1,6 @@
 //! Record a live engine against real local servers, replay the recording in the simulator, and
 //! get the same health transitions.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +11,11 @@ use healthpick::{
     ActiveMonitor, Engine, HealthAwareClient, HealthEvent, HealthEventKind, HealthState, PartValue,
 };
 use serde_json::Value;
-use support::{destination, eventually, refused_port, HttpServer, Reply};
+
+use crate::support::faulty_servers::ClosedPort;
+use crate::support::servers::{HttpServer, Reply};
+use crate::support::status::destination;
+use crate::support::waits::eventually;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -92,7 +94,8 @@ async fn a_recorded_live_run_replays_to_the_same_health_transitions() {
     })
     .await;
     let steady = HttpServer::start(|_| Reply::payload("Healthy")).await;
-    let dead = format!("http://127.0.0.1:{}/", refused_port());
+    let closed = ClosedPort::reserve();
+    let dead = closed.url();
 
     let config = format!(
         r#"{{

@@ -24,12 +24,11 @@
 
 use std::fs;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// One SRV record as dnsmasq's `srv-host` takes it.
@@ -384,89 +383,4 @@ impl Drop for Dnsmasq {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-// ---- a health endpoint on a chosen loopback address ------------------------------------------
-
-/// A tiny HTTP/1.1 server on a chosen address answering every request with a settable status:
-/// the destinations DNS names point at (several loopback addresses on one port).
-pub struct StatusServer {
-    addr: SocketAddr,
-    status: Arc<AtomicU16>,
-    hits: Arc<AtomicU32>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl StatusServer {
-    /// Binds `ip:port` (`port` 0: any) and answers `200`.
-    pub async fn bind(ip: IpAddr, port: u16) -> io::Result<StatusServer> {
-        let listener = tokio::net::TcpListener::bind((ip, port)).await?;
-        let addr = listener.local_addr()?;
-        let status = Arc::new(AtomicU16::new(200));
-        let hits = Arc::new(AtomicU32::new(0));
-        let (s, h) = (status.clone(), hits.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (s, h) = (s.clone(), h.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_req| {
-                        h.fetch_add(1, Ordering::Relaxed);
-                        let code = s.load(Ordering::Relaxed);
-                        async move {
-                            let mut response = hyper::Response::new(http_body_util::Full::new(
-                                hyper::body::Bytes::from_static(b"ok"),
-                            ));
-                            *response.status_mut() =
-                                hyper::StatusCode::from_u16(code).unwrap_or_default();
-                            Ok::<_, std::convert::Infallible>(response)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(StatusServer {
-            addr,
-            status,
-            hits,
-            task,
-        })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Answers `status` from now on.
-    pub fn answer(&self, status: u16) {
-        self.status.store(status, Ordering::Relaxed);
-    }
-
-    pub fn hits(&self) -> u32 {
-        self.hits.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for StatusServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Two servers on one port at 127.0.0.1 and 127.0.0.2 (what two A records of a name point at).
-pub async fn status_server_pair() -> (StatusServer, StatusServer) {
-    for _ in 0..20 {
-        let first = StatusServer::bind([127, 0, 0, 1].into(), 0)
-            .await
-            .expect("bind 127.0.0.1");
-        if let Ok(second) = StatusServer::bind([127, 0, 0, 2].into(), first.addr().port()).await {
-            return (first, second);
-        }
-    }
-    panic!("no port free on both 127.0.0.1 and 127.0.0.2");
 }

@@ -9,7 +9,7 @@
 //! Health comes from probe rounds the tests report themselves, so nothing depends on timing.
 #![cfg(feature = "tower")]
 
-#[path = "../examples/support/grpc_backend.rs"]
+#[path = "../../examples/support/grpc_backend.rs"]
 mod grpc_backend;
 
 use std::collections::BTreeMap;

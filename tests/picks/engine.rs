@@ -8,15 +8,16 @@ use healthpick::config::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig,
 };
 use healthpick::policy::{
-    ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict, Availability,
-    AvailableDestinationsPolicy, AvailablePolicyContext, PassiveHealthPolicy, PassivePolicyContext,
-    PassiveVerdict,
+    Availability, AvailableDestinationsPolicy, AvailablePolicyContext, PassiveHealthPolicy,
+    PassivePolicyContext, PassiveVerdict,
 };
 use healthpick::selection::{LoadBalancingPolicy, PickContext};
 use healthpick::{
     Destination, Engine, HealthEvent, HealthEventKind, HealthPart, HealthState, ManualClock,
     PartValue, ProbeResult, Reason, RequestOutcome,
 };
+
+use crate::support::policies::FirstStrike;
 
 fn two_destinations(id: &str) -> ClusterConfig {
     ClusterConfig::new(id)
@@ -47,7 +48,8 @@ fn reload_keeps_surviving_state_drops_removed_and_starts_new_unknown() {
     assert_eq!(held.destination().id(), "b");
 
     // Reload: `A` (same id, other case, same address) survives, `b` is removed, `n` is new.
-    // (An address change under the same id is another instance: `tests/destination_sets.rs`.)
+    // (An address change under the same id is another instance: see
+    // `tests/discovery/destination_sets.rs`.)
     engine
         .apply_config(
             Config::new().cluster(
@@ -289,30 +291,6 @@ fn events_report_every_change_with_from_to_and_reason() {
 }
 
 // ---- custom policies of every kind ------------------------------------------------------------
-
-/// Active: Unhealthy on the first failure, whatever the threshold.
-struct FirstStrike;
-impl ActiveHealthPolicy for FirstStrike {
-    fn probing_completed(
-        &self,
-        _ctx: &ActivePolicyContext<'_>,
-        round: &[(&Destination, &ProbeResult)],
-    ) -> Vec<ActiveVerdict> {
-        round
-            .iter()
-            .enumerate()
-            .map(|(index, (_, r))| ActiveVerdict {
-                index,
-                health: if r.is_success() {
-                    HealthState::Healthy
-                } else {
-                    HealthState::Unhealthy
-                },
-                reason: Reason::Custom("first strike".into()),
-            })
-            .collect()
-    }
-}
 
 /// Passive: any 5xx ejects at once.
 struct NoFiveHundreds;

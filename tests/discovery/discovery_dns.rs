@@ -4,21 +4,17 @@
 //! on emptying and NXDOMAIN answers, outages and recovery, SRV tiers and weights, churn under
 //! concurrent picks, YARP's `ResolveDestinations`, and the endpoint set fed by DNS.
 //!
-//! Every test starts its own dnsmasq (`tests/dns_support`) on a free loopback port and waits for
+//! Every test starts its own dnsmasq (`support::dnsmasq`) on a free loopback port and waits for
 //! what it expects with a deadline; every address the records name is on the loopback range.
 //! Without dnsmasq the tests print that they are skipped, and fail when `CI` is set.
 
 #![cfg(feature = "dns")]
-
-mod dns_support;
-mod support;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dns_support::{status_server_pair, Dnsmasq, Mode, Srv};
 use healthpick::config::{
     DiscoveryConfig, DnsSourceConfig, RefreshBounds, ResolveDestinationsConfig, SourceConfig,
 };
@@ -28,15 +24,15 @@ use healthpick::{
     Config, EndpointSet, Engine, HealthEvent, HealthEventKind, HealthState, HeldReason,
     ProbeResult, Release,
 };
-use support::{eventually, within};
 use tokio::sync::broadcast;
+
+use crate::support::dnsmasq::{Dnsmasq, Mode, Srv};
+use crate::support::servers::status_server_pair;
+use crate::support::status::destination;
+use crate::support::waits::{eventually, ms, within};
 
 const WAIT: Duration = Duration::from_secs(5);
 const SVC: &str = "_http._tcp.svc.test";
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 // ---- helpers --------------------------------------------------------------------------------
 
@@ -570,7 +566,7 @@ async fn added_and_removed_addresses_reach_picks() {
         after,
         set(&["127.0.0.11:8080", "127.0.0.13:8080", "127.0.0.14:8080"])
     );
-    let d = support::destination(&engine, "svc", "127.0.0.14:8080");
+    let d = destination(&engine, "svc", "127.0.0.14:8080");
     assert_eq!(d.address, "http://127.0.0.14:8080/");
     assert_eq!(d.source, "dns");
 }
@@ -612,7 +608,7 @@ async fn a_new_address_under_an_srv_key_starts_over_while_a_weight_change_keeps_
             ],
         )
         .unwrap();
-    let web1 = support::destination(&engine, "svc", "web1.test:8080");
+    let web1 = destination(&engine, "svc", "web1.test:8080");
     assert_eq!(web1.active, HealthState::Unhealthy);
 
     // A weight change: the same instance, its health stays.
@@ -626,7 +622,7 @@ async fn a_new_address_under_an_srv_key_starts_over_while_a_weight_change_keeps_
         _ => None,
     })
     .await;
-    let web1 = support::destination(&engine, "svc", "web1.test:8080");
+    let web1 = destination(&engine, "svc", "web1.test:8080");
     assert_eq!(
         web1.active,
         HealthState::Unhealthy,
@@ -640,7 +636,7 @@ async fn a_new_address_under_an_srv_key_starts_over_while_a_weight_change_keeps_
         &[("127.0.0.13", "web1.test"), ("127.0.0.12", "web2.test")],
     );
     let web1 = eventually("web1's new address", WAIT, || {
-        let d = support::destination(&engine, "svc", "web1.test:8080");
+        let d = destination(&engine, "svc", "web1.test:8080");
         (d.address == "http://127.0.0.13:8080/").then_some(d)
     })
     .await;
@@ -649,7 +645,7 @@ async fn a_new_address_under_an_srv_key_starts_over_while_a_weight_change_keeps_
         HealthState::Unknown,
         "a new instance starts over"
     );
-    let web2 = support::destination(&engine, "svc", "web2.test:8081");
+    let web2 = destination(&engine, "svc", "web2.test:8081");
     assert_eq!(
         web2.active,
         HealthState::Healthy,
@@ -1131,7 +1127,7 @@ async fn resolve_destinations_expands_each_named_destination_per_address_with_it
     )
     .await;
     assert_eq!(
-        support::destination(&engine, "svc", "named[::1]").address,
+        destination(&engine, "svc", "named[::1]").address,
         "https://[::1]/"
     );
     assert!(engine.status().clusters[0]
@@ -1205,7 +1201,7 @@ async fn resolve_destinations_follows_a_reload_that_changes_the_configured_desti
         .unwrap();
     ids_become(&engine, &["api[127.0.0.11]", "extra[127.0.0.31]"]).await;
     assert_eq!(
-        support::destination(&engine, "svc", "extra[127.0.0.31]").address,
+        destination(&engine, "svc", "extra[127.0.0.31]").address,
         "http://127.0.0.31:9000/"
     );
 }
@@ -1248,7 +1244,7 @@ async fn an_endpoint_set_fed_by_dns_resolves_then_probes_and_its_refresh_job_fol
     assert_eq!(pick.address().as_str(), format!("http://127.0.0.1:{port}/"));
     drop(pick);
     assert!(one.hits() >= 1, "probed before the pick");
-    let status = support::destination(
+    let status = destination(
         endpoints.engine(),
         EndpointSet::CLUSTER,
         &format!("127.0.0.1:{port}"),
@@ -1272,7 +1268,7 @@ async fn an_endpoint_set_fed_by_dns_resolves_then_probes_and_its_refresh_job_fol
     // The first one fails its probes: only the second is picked.
     one.answer(503);
     eventually("the first address unhealthy", WAIT, || {
-        let d = support::destination(
+        let d = destination(
             endpoints.engine(),
             EndpointSet::CLUSTER,
             &format!("127.0.0.1:{port}"),

@@ -4,8 +4,6 @@
 //!
 //! Real sockets, so the real clock: short intervals, conditions polled with deadlines.
 
-mod support;
-
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,13 +13,13 @@ use healthpick::{EndpointSet, HealthClass, HealthState, ReportedHealth};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use support::{destination, eventually, refused_port, HttpServer, Reply};
+use crate::support::faulty_servers::ClosedPort;
+use crate::support::logging::CapturedOutput;
+use crate::support::servers::{HttpServer, Reply};
+use crate::support::status::destination;
+use crate::support::waits::{eventually, ms, within};
 
 const DEADLINE: Duration = Duration::from_secs(5);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 const HEALTHY: u8 = 0;
 const DEGRADED: u8 = 1;
@@ -181,7 +179,8 @@ async fn a_preferred_url_missing_from_the_base_urls_is_added_in_tier_0() {
 #[tokio::test]
 async fn refresh_counts_failures_toward_the_threshold_and_keeps_the_error_text() {
     let erroring = HttpServer::start(|_| Reply::status(500)).await;
-    let refused = format!("http://127.0.0.1:{}/", refused_port());
+    let closed = ClosedPort::reserve();
+    let refused = closed.url();
     let set = EndpointSet::builder([erroring.url(), refused.clone()])
         .health_check_timeout(ms(2000))
         .build()
@@ -296,7 +295,8 @@ async fn the_refresh_job_refreshes_every_interval_and_survives_errors() {
         _ => Reply::payload("Healthy"),
     })
     .await;
-    let refused = format!("http://127.0.0.1:{}/", refused_port());
+    let closed = ClosedPort::reserve();
+    let refused = closed.url();
     let set = EndpointSet::builder([flaky.url(), refused.clone()])
         .health_check_interval(ms(100))
         .health_check_timeout(ms(200))
@@ -398,7 +398,7 @@ async fn stopping_the_refresh_job_cancels_a_refresh_in_flight() {
     })
     .await;
     let stopping = Instant::now();
-    support::within("stop", DEADLINE, job.stop()).await;
+    within("stop", DEADLINE, job.stop()).await;
     assert!(stopping.elapsed() < ms(300), "stop waited for the probe");
     tokio::time::sleep(ms(600)).await;
     let d = destination(set.engine(), EndpointSet::CLUSTER, &server.url());
@@ -406,35 +406,11 @@ async fn stopping_the_refresh_job_cancels_a_refresh_in_flight() {
     assert_eq!(server.count(), 1);
 }
 
-/// Collects what a `tracing` fmt subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
 #[tokio::test]
 async fn failed_probes_are_logged_at_the_configured_level() {
     let failing = HttpServer::start(|_| Reply::status(503)).await;
     let healthy = HttpServer::start(|_| Reply::payload("Healthy")).await;
-    let captured = Captured::default();
+    let captured = CapturedOutput::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)

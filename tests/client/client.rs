@@ -13,25 +13,27 @@
 //!
 //! Every wait is a bounded poll with a deadline; no test sleeps and hopes.
 
-mod client_support;
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use client_support::backend::Backend;
-use client_support::{
-    destination, http_client, init_tracing, wait_until, Blackhole, ChildBackend, ClosedPort,
-    EchoServer, Mode, RawServer,
-};
 use healthpick::{
     ActiveMonitor, AttemptError, ClientError, Engine, HealthAwareClient, HealthEventKind,
     HealthState, Hedging, PickError, RetryPolicy, RetryStatuses, Timeouts,
 };
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use crate::support::backend::Backend;
+use crate::support::child_backend::{run_child_backend_if_asked, ChildBackend};
+use crate::support::clients::http_client;
+use crate::support::faulty_servers::{Blackhole, ClosedPort, Mode, RawServer};
+use crate::support::logging::init_tracing;
+use crate::support::servers::EchoServer;
+use crate::support::status::destination;
+use crate::support::waits::{ms, wait_until};
 
 /// Probe interval of the clusters with active checks.
 const INTERVAL: Duration = Duration::from_millis(100);
@@ -1255,10 +1257,6 @@ async fn retry_policy_with_a_short_budget_window_does_not_panic() {
 
 // ---- 9. timeouts ------------------------------------------------------------------------------
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 /// The only attempt of a failed call, which must have timed out: how long it had.
 fn timed_out_after(err: &ClientError) -> Duration {
     match err.attempts() {
@@ -2167,7 +2165,7 @@ async fn hedging_at_a_percentile_follows_the_clusters_recent_latencies() {
 /// request gets no answer) until SIGCONT, and SIGKILL makes its port refuse connections.
 #[test]
 fn child_backend_process() {
-    client_support::run_child_backend_if_asked();
+    run_child_backend_if_asked();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

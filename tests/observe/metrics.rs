@@ -12,13 +12,10 @@
 
 #![cfg(feature = "metrics")]
 
-mod client_support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client_support::{http_client, ClosedPort, EchoServer, Mode, RawServer};
 use healthpick::config::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
     PassiveHealthCheckConfig,
@@ -30,6 +27,10 @@ use healthpick::{
     RetryPolicy, Timeouts,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::support::clients::http_client;
+use crate::support::faulty_servers::{ClosedPort, Mode, RawServer};
+use crate::support::servers::EchoServer;
 
 /// One series of a snapshot: its name, its labels, its value.
 type Series = (String, Vec<(String, String)>, DebugValue);

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use healthpick::policy::{ActiveHealthPolicy, ActivePolicyContext, ActiveVerdict};
 use healthpick::simulate::{Scenario, Simulation};
-use healthpick::{Destination, PolicyRegistry, ProbeResult};
-use healthpick::{HealthState, Reason};
+use healthpick::PolicyRegistry;
 use serde_json::Value;
+
+use crate::support::policies::FirstStrike;
 
 fn run_lines(scenario: &str) -> Vec<String> {
     let scenario = Scenario::from_json(scenario).expect("valid scenario");
@@ -523,30 +523,6 @@ fn reload_keeps_surviving_state_and_a_bad_reload_changes_nothing() {
     assert!(!lines.iter().any(|l| l["type"] == "health"
         && l["destination"] == "a"
         && l["at"].as_f64().unwrap() > 1.0));
-}
-
-struct FirstStrike;
-
-impl ActiveHealthPolicy for FirstStrike {
-    fn probing_completed(
-        &self,
-        _ctx: &ActivePolicyContext<'_>,
-        round: &[(&Destination, &ProbeResult)],
-    ) -> Vec<ActiveVerdict> {
-        round
-            .iter()
-            .enumerate()
-            .map(|(index, (_, r))| ActiveVerdict {
-                index,
-                health: if r.is_success() {
-                    HealthState::Healthy
-                } else {
-                    HealthState::Unhealthy
-                },
-                reason: Reason::Custom(format!("first strike: {}", r.describe()).into()),
-            })
-            .collect()
-    }
 }
 
 #[test]

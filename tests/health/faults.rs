@@ -15,8 +15,6 @@
 //! pending), so the tests with servers run on the real clock with short intervals, bounded waits
 //! and explicit margins.
 
-mod support;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,17 +33,16 @@ use healthpick::{
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use support::backend::Backend;
-use support::{
-    destination, eventually, http_client, refused_port, within, FrozenServer, HttpServer, Reply,
-};
+use crate::support::backend::Backend;
+use crate::support::clients::http_client;
+use crate::support::faulty_servers::{ClosedPort, FrozenServer};
+use crate::support::logging::init_tracing;
+use crate::support::servers::{HttpServer, Reply, Seen};
+use crate::support::status::destination;
+use crate::support::waits::{eventually, ms, within};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DEADLINE: Duration = Duration::from_secs(5);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A cluster with active checks every `interval`, probe timeout `timeout`, threshold 2.
 fn active_cluster(id: &str, interval: Duration, timeout: Duration) -> ClusterConfig {
@@ -80,7 +77,7 @@ fn picks(engine: &Engine, cluster: &str, n: usize) -> Vec<String> {
 /// for the frozen one's probes.
 #[tokio::test]
 async fn a_frozen_destination_holds_back_neither_the_others_verdicts_nor_their_schedule() {
-    support::init_tracing();
+    init_tracing();
     let interval = ms(100);
     let frozen = FrozenServer::start();
     let steady = HttpServer::start(|_| Reply::payload("Healthy")).await;
@@ -466,7 +463,8 @@ async fn ready_still_waits_for_every_first_probe() {
 #[tokio::test]
 async fn a_dead_destination_with_one_failed_probe_gets_no_first_picks() {
     let healthy = HttpServer::start(|_| Reply::payload("Healthy")).await;
-    let dead = format!("http://127.0.0.1:{}/", refused_port());
+    let closed = ClosedPort::reserve();
+    let dead = closed.url();
     let config = |suspect_ranking: Option<&str>| {
         let mut cluster = active_cluster("c", HOUR, ms(2000))
             .load_balancing_policy("Random")
@@ -630,7 +628,7 @@ fn passive_ejections(events: &Mutex<Vec<(Duration, String)>>) -> Vec<(Duration, 
 /// checks seeing a destination recover clear that history.
 #[tokio::test]
 async fn a_whole_tier_killed_under_load_serves_again_within_one_interval_of_its_restart() {
-    support::init_tracing();
+    init_tracing();
     let interval = ms(100);
     let names = ["t0-a", "t0-b", "t0-c", "t1-a", "t1-b"];
     let mut backends = Vec::new();
@@ -788,9 +786,9 @@ async fn a_whole_tier_killed_under_load_serves_again_within_one_interval_of_its_
 #[tokio::test]
 async fn destinations_answering_503_behind_a_healthy_health_endpoint_are_ejected_by_outlier_detection(
 ) {
-    support::init_tracing();
+    init_tracing();
     let failing = |name: &'static str| {
-        move |seen: &support::Seen| {
+        move |seen: &Seen| {
             if seen.path == "/api/systemstatus" {
                 Reply::payload("Healthy")
             } else {

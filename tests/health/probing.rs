@@ -6,8 +6,6 @@
 //! pending and fires probe timeouts early), so these tests run on the real clock with short
 //! intervals, wait for conditions with deadlines, and bound every wait.
 
-mod support;
-
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,18 +23,15 @@ use reqwest::header::HeaderValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use support::backend::Backend;
-use support::{
-    destination, eventually, next_round, refused_port, within, HttpServer, RawServer, Recorder,
-    Reply,
-};
+use crate::support::backend::Backend;
+use crate::support::faulty_servers::{ClosedPort, Mode, RawServer};
+use crate::support::logging::init_tracing;
+use crate::support::servers::{HttpServer, Recorder, Reply};
+use crate::support::status::{destination, next_round};
+use crate::support::waits::{eventually, ms, within};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DEADLINE: Duration = Duration::from_secs(5);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A cluster with active checks every `interval`, probe timeout `timeout` and a ConsecutiveFailures
 /// threshold.
@@ -58,7 +53,7 @@ fn active_cluster(
 /// Runs exactly one probe round (interval one hour, threshold 1) of a destination at `address`
 /// and returns its status and how long the round took.
 async fn probe_once(address: &str, timeout: Duration) -> (healthpick::DestinationStatus, Duration) {
-    support::init_tracing();
+    init_tracing();
     let engine = Engine::new(Config::new().cluster(
         active_cluster("c", HOUR, timeout, 1).destination(DestinationConfig::new("d", address)),
     ))
@@ -128,8 +123,8 @@ async fn a_redirect_is_a_failure_and_is_not_followed() {
 
 #[tokio::test]
 async fn connection_refused_is_a_failure_with_the_reason() {
-    let address = format!("http://127.0.0.1:{}/", refused_port());
-    let (d, took) = probe_once(&address, ms(2000)).await;
+    let closed = ClosedPort::reserve();
+    let (d, took) = probe_once(&closed.url(), ms(2000)).await;
     assert_eq!(d.active, HealthState::Unhealthy);
     let error = d.last_error.expect("the reason is kept").to_lowercase();
     assert!(error.contains("connect"), "{error}");
@@ -142,12 +137,12 @@ async fn connection_refused_is_a_failure_with_the_reason() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_fails_by_timeout_and_the_round_ends() {
-    let server = RawServer::silent().await;
+    let server = RawServer::start(Mode::Hang).await;
     let (d, took) = probe_once(&server.url(), ms(300)).await;
     assert_eq!(d.active, HealthState::Unhealthy);
     let error = d.last_error.unwrap();
     assert!(error.contains("timed out"), "{error}");
-    assert!(server.accepted() >= 1, "the probe never connected");
+    assert!(server.accepts() >= 1, "the probe never connected");
     assert!(
         took >= ms(290),
         "the round ended before the timeout: {took:?}"
@@ -157,10 +152,10 @@ async fn a_server_that_never_answers_fails_by_timeout_and_the_round_ends() {
 
 #[tokio::test]
 async fn a_body_cut_short_is_a_failure() {
-    let server = RawServer::truncating(
+    let server = RawServer::start(Mode::Truncating(
         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n",
         b"only a few bytes",
-    )
+    ))
     .await;
     let (d, took) = probe_once(&server.url(), ms(2000)).await;
     assert_eq!(d.active, HealthState::Unhealthy, "{d:?}");
@@ -172,10 +167,10 @@ async fn a_body_cut_short_is_a_failure() {
 #[tokio::test]
 async fn the_timeout_covers_reading_the_body() {
     // Headers at once, then the body stalls: the probe times out instead of waiting for it.
-    let server = RawServer::stalling(
+    let server = RawServer::start(Mode::Stalling(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
         br#"{"status":"#,
-    )
+    ))
     .await;
     let (d, took) = probe_once(&server.url(), ms(300)).await;
     assert_eq!(d.active, HealthState::Unhealthy, "{d:?}");
@@ -386,7 +381,7 @@ async fn a_factory_error_is_a_failed_probe_with_its_reason() {
 #[tokio::test]
 async fn a_killed_destination_is_unhealthy_after_threshold_rounds_and_healthy_after_one_once_back()
 {
-    support::init_tracing();
+    init_tracing();
     let mut backend = Backend::start("b1").await.unwrap();
     let engine = Engine::new(
         Config::new().cluster(
@@ -985,9 +980,9 @@ async fn ready_resolves_for_an_active_cluster_without_destinations() {
 #[cfg(feature = "axum")]
 mod draining {
     use super::*;
+    use crate::support::clients::http_client;
     use healthpick::service::{health_router, Draining};
     use std::sync::atomic::AtomicBool;
-    use support::http_client;
 
     struct Service {
         draining: Draining,
@@ -1020,7 +1015,7 @@ mod draining {
 
     #[tokio::test]
     async fn a_draining_service_stops_getting_picks_within_one_interval_and_no_request_fails() {
-        support::init_tracing();
+        init_tracing();
         const INTERVAL: Duration = Duration::from_millis(200);
         let a = start_service("a").await;
         let b = start_service("b").await;

@@ -14,8 +14,6 @@
 //! Every wait is bounded; no test sleeps and hopes.
 #![cfg(feature = "tower")]
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,9 +31,13 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use support::{refused_port, within, HttpServer, RawServer, Reply};
 use tower::discover::Change;
 use tower::{BoxError, Service, ServiceExt};
+
+use crate::support::faulty_servers::{ClosedPort, Mode, RawServer};
+use crate::support::servers::{HttpServer, Reply};
+use crate::support::status::destination;
+use crate::support::waits::within;
 
 type Http = Client<HttpConnector, Full<Bytes>>;
 
@@ -159,7 +161,8 @@ async fn a_cluster_authority_is_routed_with_base_path_query_and_host_other_autho
 
 #[tokio::test]
 async fn strict_routing_refuses_a_cluster_like_authority_that_names_no_cluster() {
-    let engine = engine(&[("a", format!("http://127.0.0.1:{}/", refused_port()))]);
+    let closed = ClosedPort::reserve();
+    let engine = engine(&[("a", closed.url())]);
     let strict = tower::Layer::layer(
         &HealthPickLayer::builder(engine.clone())
             .strict_routing(true)
@@ -181,8 +184,8 @@ async fn strict_routing_refuses_a_cluster_like_authority_that_names_no_cluster()
 #[tokio::test]
 async fn a_refused_connection_is_retried_elsewhere_and_reported_a_post_is_sent_once() {
     let live = HttpServer::start(|_| Reply::text(200, "b")).await;
-    let dead = format!("http://127.0.0.1:{}/", refused_port());
-    let (engine, seen) = observed(&[("a-dead", dead), ("b-live", live.url())]);
+    let dead = ClosedPort::reserve();
+    let (engine, seen) = observed(&[("a-dead", dead.url()), ("b-live", live.url())]);
     let service = routed(&engine);
 
     let response = service.clone().oneshot(get("http://c/x")).await.unwrap();
@@ -221,10 +224,8 @@ async fn a_refused_connection_is_retried_elsewhere_and_reported_a_post_is_sent_o
 
 #[tokio::test]
 async fn every_attempt_failing_lists_each_destination_once() {
-    let engine = engine(&[
-        ("a", format!("http://127.0.0.1:{}/", refused_port())),
-        ("b", format!("http://127.0.0.1:{}/", refused_port())),
-    ]);
+    let (a, b) = (ClosedPort::reserve(), ClosedPort::reserve());
+    let engine = engine(&[("a", a.url()), ("b", b.url())]);
     let error = routed(&engine)
         .oneshot(get("http://c/x"))
         .await
@@ -239,7 +240,7 @@ async fn every_attempt_failing_lists_each_destination_once() {
 
 #[tokio::test]
 async fn a_silent_destination_times_out_and_the_call_fails_over() {
-    let silent = RawServer::silent().await;
+    let silent = RawServer::start(Mode::Hang).await;
     let live = HttpServer::start(|_| Reply::text(200, "live")).await;
     let (engine, seen) = observed(&[("a-silent", silent.url()), ("b-live", live.url())]);
     let mut request = get("http://c/x");
@@ -300,7 +301,7 @@ async fn the_body_keeps_the_destination_in_flight_until_it_ends_then_reports() {
     let server = HttpServer::start(|_| Reply::text(200, "x".repeat(10_000))).await;
     let (engine, seen) = observed(&[("a", server.url())]);
     let response = routed(&engine).oneshot(get("http://c/x")).await.unwrap();
-    let in_flight = || support::destination(&engine, "c", "a").in_flight;
+    let in_flight = || destination(&engine, "c", "a").in_flight;
     assert_eq!(
         in_flight(),
         1,

@@ -1,0 +1,13 @@
+//! Discovery: the destination-set seam, the discovery core on a manual clock, and each source
+//! against a real or fake server (dnsmasq, etcd, Consul, Kubernetes, a watched file).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod destination_sets;
+mod discovery_consul;
+mod discovery_core;
+mod discovery_dns;
+mod discovery_etcd;
+mod discovery_file;
+mod discovery_kubernetes;

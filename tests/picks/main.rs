@@ -1,0 +1,9 @@
+//! Picks: best-endpoint selection and the load-balancing algorithms, the engine as a whole, and
+//! the endpoint set against real servers.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod endpoint_set;
+mod engine;
+mod selection;
