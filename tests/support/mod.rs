@@ -3,9 +3,9 @@
 //!
 //! Each test binary by area (`tests/<area>/main.rs`) declares this module with
 //! `#[path = "../support/mod.rs"] mod support;`; the few tests that need a process of their own
-//! (`tests/*.rs`) with `mod support;`. The discovery harnesses (dnsmasq, etcd, the fake
-//! Kubernetes API server) are self-contained files that the benches and examples include by
-//! path as well.
+//! (`tests/*.rs`) with `mod support;`, or include the one file they need by path (`logging.rs`).
+//! The discovery harnesses (dnsmasq, etcd, the fake Kubernetes API server) are self-contained
+//! files that the benches and examples include by path as well.
 //!
 //! Every server binds loopback and is shut down (listener and open connections) when dropped;
 //! every process is ended by its own pid (or process group) when its handle is dropped.
