@@ -105,12 +105,17 @@ impl Draws<'_> {
         }
         match u32::try_from(n) {
             Ok(n) => two_distinct_of(self.next_u64(), n),
-            Err(_) => {
-                let i = self.index(n);
-                let j = self.index(n - 1);
-                (i, j + usize::from(j >= i))
-            }
+            Err(_) => self.two_distinct_wide(n),
         }
+    }
+
+    /// [`two_distinct`](Self::two_distinct) for groups of 2^32 destinations or more.
+    #[cold]
+    #[inline(never)]
+    fn two_distinct_wide(self, n: usize) -> (usize, usize) {
+        let i = self.index(n);
+        let j = self.index(n - 1);
+        (i, j + usize::from(j >= i))
     }
 }
 

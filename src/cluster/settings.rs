@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::config::discovery::LocalityTiers;
 use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionOptions};
 use crate::destination::locality::Locality;
-use crate::destination::peak_ewma::LatencySettings;
+use crate::destination::latency::LatencySettings;
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::state::HealthState;

@@ -27,7 +27,7 @@ pub(crate) struct ClusterSnapshot {
     pub best_class: Option<HealthClass>,
     pub panic: bool,
     /// What the load-balancing policy prepared for `best`.
-    pub picker: Arc<dyn Picker>,
+    pub picker: Picker,
     /// The load signals the policy's picks read.
     pub signals: Signals,
     /// The cluster's counter for picks off the pick path, shared by all its snapshots.
@@ -81,7 +81,7 @@ impl ClusterSnapshot {
             Some(previous) => (previous.best.clone(), previous.picker.clone()),
             None => {
                 let group = Group::new(best, weights, signals.reads_in_flight(), latency);
-                let picker: Arc<dyn Picker> = Arc::from(policy.prepare(&group));
+                let picker = policy.prepare(&group);
                 (Arc::new(group), picker)
             }
         };
@@ -136,7 +136,7 @@ impl ClusterSnapshot {
     /// the engine.
     pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<ClusterCounter>) -> Self {
         let group = Group::default();
-        let picker = Arc::from(settings.policies.load_balancing.policy.prepare(&group));
+        let picker = settings.policies.load_balancing.policy.prepare(&group);
         ClusterSnapshot {
             signals: settings.policies.load_balancing.policy.signals(),
             settings,

@@ -9,9 +9,9 @@
 
 pub(crate) mod attributes;
 pub(crate) mod endpoint;
+pub(crate) mod latency;
 pub(crate) mod locality;
 pub(crate) mod outcome_window;
-pub(crate) mod peak_ewma;
 pub(crate) mod signals;
 pub(crate) mod state;
 pub(crate) mod success_credit;
@@ -49,8 +49,9 @@ pub(crate) trait OutcomeSink: Send + Sync {
 pub(crate) enum Latency {
     /// Not measured: the cluster's policy reads no latency, or the reporter did not time it.
     Unknown,
-    /// It started at this engine-clock time and ends now (a pick handle's report).
-    Since(std::time::Duration),
+    /// It started when the engine clock showed this many microseconds (modulo 2^40, as a
+    /// pick handle keeps it) and ends now: a pick handle's report.
+    Since(u64),
     /// It took this long (an attempt the wrapped client timed).
     Took(std::time::Duration),
 }

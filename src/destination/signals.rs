@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 pub(crate) const CHUNK: usize = 1024;
 
 /// [`CHUNK`] destinations' signals: the shared in-flight counts and the latency estimates
-/// (see `peak_ewma.rs` for what a latency cell holds).
+/// (see `latency.rs` for what a latency cell holds).
 pub(crate) struct Chunk {
     in_flight: [AtomicU32; CHUNK],
     latency: [AtomicU64; CHUNK],
@@ -56,6 +56,15 @@ impl Chunk {
     #[inline]
     pub fn latency(&self, place: u32) -> &AtomicU64 {
         &self.latency[place as usize % CHUNK]
+    }
+
+    /// A chunk of no pool, standing in where a group has no chunk at all (it has no
+    /// destination): nothing counts in it.
+    pub fn stand_in() -> Arc<Chunk> {
+        static STAND_IN: std::sync::OnceLock<Arc<Chunk>> = std::sync::OnceLock::new();
+        STAND_IN
+            .get_or_init(|| Arc::new(Chunk::new(0, Weak::new())))
+            .clone()
     }
 
     /// Its position among its pool's chunks: places `number * CHUNK ..` are in it.

@@ -40,6 +40,7 @@ use arc_swap::cache::Cache;
 use url::Url;
 
 use super::runtime::{ClusterRuntime, SnapshotCell};
+use super::core::EngineCore;
 use super::table::{ClusterTable, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
@@ -47,7 +48,7 @@ use crate::destination::signals::{SignalPool, ThreadCounts};
 use crate::destination::{Destination, Latency};
 use crate::health::outcome::RequestOutcome;
 use crate::rng::{with_thread_generator, Draws, LocalRng, RandomSource};
-use crate::selection::balancing::{Counter, Group, PickView, Picker};
+use crate::selection::balancing::{Group, PickView, Picker};
 
 /// Why a pick found nothing. The error with its strings is built only on the way out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,27 +56,77 @@ pub(crate) enum Miss {
     UnknownCluster,
     NoAvailableDestinations,
     DiscoveryPending,
+    /// The cluster's first probes are running, and the caller asked not to pick before.
+    Warming,
+}
+
+/// A pick as it leaves the thread's pick cache: a handle's two words, or no ticket and why.
+/// Two words of plain data (no enum around them) are returned in two registers; a
+/// `Result<PickHandle, Miss>` would be written to memory by the out-of-line lookup and read
+/// back by its caller, a round trip that costs more than the rest of the pick.
+pub(crate) struct Picked {
+    ticket: Option<Arc<Ticket>>,
+    /// The handle's slot, or the [`Miss`] when there is no ticket.
+    word: u64,
+}
+
+impl Picked {
+    /// Nothing picked, for `miss`.
+    #[inline]
+    pub fn miss(miss: Miss) -> Picked {
+        Picked {
+            ticket: None,
+            word: miss as u64,
+        }
+    }
+
+    /// The handle, or why there is none.
+    #[inline]
+    pub fn into_result(self) -> Result<PickHandle, Miss> {
+        match self.ticket {
+            Some(ticket) => Ok(PickHandle {
+                ticket,
+                slot: self.word,
+            }),
+            None => Err(match self.word {
+                0 => Miss::UnknownCluster,
+                1 => Miss::NoAvailableDestinations,
+                2 => Miss::DiscoveryPending,
+                _ => Miss::Warming,
+            }),
+        }
+    }
 }
 
 /// One thread's view of the last engine it picked from.
 struct PickCache {
+    clusters: Clusters,
+    /// This thread's generator for picks.
+    rng: LocalRng,
+}
+
+/// The clusters a thread picked from, as of the table it saw last.
+struct Clusters {
     table: Cache<TableCell, Arc<ClusterTable>>,
     /// The table `entries` belong to.
     seen: *const ClusterTable,
     /// One per cluster of that table, by position; `None` until the thread picks from it.
     entries: Vec<Option<Entry>>,
-    /// This thread's generator for picks.
-    rng: LocalRng,
 }
 
 /// One cluster in a thread's pick cache.
 struct Entry {
     snapshot: Cache<SnapshotCell, Arc<ClusterSnapshot>>,
-    /// This thread's ticket to the snapshot's best group.
+    held: Held,
+}
+
+/// What a thread holds for one cluster.
+struct Held {
+    /// Its ticket to the snapshot's best group.
     ticket: Arc<Ticket>,
-    /// This thread's round-robin counter for the cluster.
+    /// Its round-robin counter for the cluster.
     counter: Cell<usize>,
-    /// Where this thread's own counts come from.
+    /// Where its own counts come from.
     pool: SignalPool,
 }
 
@@ -86,18 +137,71 @@ thread_local! {
     static PICKS: RefCell<Option<PickCache>> = const { RefCell::new(None) };
 }
 
-/// What a pick from one cluster reads: its snapshot, this thread's ticket to its best group,
-/// the round-robin counter and the random draws to use.
+/// What a pick from one cluster reads: its snapshot, what this thread holds for it (its ticket
+/// to the best group, its round-robin counter) and the random draws to use.
 pub(crate) struct Picking<'a> {
     pub snapshot: &'a ClusterSnapshot,
-    ticket: &'a Arc<Ticket>,
-    counter: Counter<'a>,
+    held: &'a Held,
     draws: Draws<'a>,
 }
 
-/// Runs `f` on what a pick from `cluster` reads (`None` when the table has no such cluster),
-/// through this thread's pick cache.
+/// Picks a destination of `cluster` for a request with affinity key `key`: the pick path.
+/// With `unless_warming`, a cluster whose first probes are still running gets no pick
+/// ([`Miss::Warming`]): the caller waits for them instead.
 #[inline]
+pub(crate) fn pick(
+    core: &EngineCore,
+    cluster: &str,
+    key: Option<&[u8]>,
+    unless_warming: bool,
+) -> Picked {
+    // The thread-local access stays small enough to be inlined into the caller (a direct access
+    // instead of a call through the key's accessor); the pick itself is out of line.
+    PICKS.with(|slot| pick_cached(slot, core, cluster, key, unless_warming))
+}
+
+/// [`pick`] with this thread's pick cache.
+#[inline(never)]
+fn pick_cached(
+    slot: &RefCell<Option<PickCache>>,
+    core: &EngineCore,
+    cluster: &str,
+    key: Option<&[u8]>,
+    unless_warming: bool,
+) -> Picked {
+    let Ok(mut slot) = slot.try_borrow_mut() else {
+        return pick_inside_pick(&core.table, cluster, &core.rng, |picking| match picking {
+            Some(picking) if unless_warming && picking.snapshot.warming => {
+                Picked::miss(Miss::Warming)
+            }
+            Some(picking) => picking.pick(key, &*core.clock),
+            None => Picked::miss(Miss::UnknownCluster),
+        });
+    };
+    let cache = match &mut *slot {
+        Some(cache) if std::ptr::eq(cache.clusters.table.arc_swap(), &*core.table) => cache,
+        other => start_over(other, &core.table),
+    };
+    let draws = core.rng.draws(&cache.rng);
+    let Some((snapshot, held)) = cache.clusters.find(cluster) else {
+        return Picked::miss(Miss::UnknownCluster);
+    };
+    if unless_warming && snapshot.warming {
+        return Picked::miss(Miss::Warming);
+    }
+    pick_with(
+        snapshot,
+        &held.ticket,
+        &snapshot.picker,
+        &held.counter,
+        draws,
+        key,
+        &*core.clock,
+    )
+}
+
+/// Runs `f` on what a pick from `cluster` reads (`None` when the table has no such cluster),
+/// through this thread's pick cache: for a caller that reads the snapshot beside its pick.
 pub(crate) fn with_pick<R>(
     table: &TableCell,
     cluster: &str,
@@ -109,20 +213,40 @@ pub(crate) fn with_pick<R>(
             return pick_inside_pick(table, cluster, source, f);
         };
         let cache = match &mut *slot {
-            Some(cache) if std::ptr::eq(cache.table.arc_swap(), &**table) => cache,
-            other => other.insert(PickCache {
-                table: Cache::new(table.clone()),
-                seen: std::ptr::null(),
-                entries: Vec::new(),
-                rng: LocalRng::new(),
-            }),
+            Some(cache) if std::ptr::eq(cache.clusters.table.arc_swap(), &**table) => cache,
+            other => start_over(other, table),
         };
-        f(cache.find(cluster, source))
+        let draws = source.draws(&cache.rng);
+        f(cache
+            .clusters
+            .find(cluster)
+            .map(|(snapshot, held)| Picking {
+                snapshot,
+                held,
+                draws,
+            }))
     })
 }
 
-impl PickCache {
-    fn find<'a>(&'a mut self, cluster: &str, source: &'a RandomSource) -> Option<Picking<'a>> {
+/// A thread's first pick from an engine (or from another engine than its last).
+#[cold]
+#[inline(never)]
+fn start_over<'a>(slot: &'a mut Option<PickCache>, table: &TableCell) -> &'a mut PickCache {
+    slot.insert(PickCache {
+        clusters: Clusters {
+            table: Cache::new(table.clone()),
+            seen: std::ptr::null(),
+            entries: Vec::new(),
+        },
+        rng: LocalRng::new(),
+    })
+}
+
+impl Clusters {
+    /// The current snapshot of `cluster` and what this thread holds for it (its ticket to the
+    /// snapshot's best group); `None` when the table has no such cluster.
+    #[inline]
+    fn find(&mut self, cluster: &str) -> Option<(&ClusterSnapshot, &Held)> {
         let table = self.table.load();
         if !std::ptr::eq(Arc::as_ptr(table), self.seen) {
             self.seen = Arc::as_ptr(table);
@@ -134,16 +258,10 @@ impl PickCache {
             empty => empty.insert(Entry::new(table.runtime(position))),
         };
         let snapshot = entry.snapshot.load();
-        if !Arc::ptr_eq(&entry.ticket.group, &snapshot.best) {
-            let renewed = Ticket::new(snapshot.best.clone(), &entry.pool, &entry.ticket);
-            entry.ticket = renewed;
+        if !Arc::ptr_eq(&entry.held.ticket.group, &snapshot.best) {
+            entry.held.renew(&snapshot.best);
         }
-        Some(Picking {
-            snapshot,
-            ticket: &entry.ticket,
-            counter: Counter::Thread(&entry.counter),
-            draws: source.draws(&self.rng),
-        })
+        Some((snapshot, &entry.held))
     }
 }
 
@@ -151,6 +269,7 @@ impl PickCache {
 /// thread's round-robin counters and own counts outlive a reload that adds or removes another
 /// cluster.
 #[cold]
+#[inline(never)]
 fn carry_over(mut old: Vec<Option<Entry>>, table: &ClusterTable) -> Vec<Option<Entry>> {
     table
         .runtimes()
@@ -167,17 +286,29 @@ fn carry_over(mut old: Vec<Option<Entry>>, table: &ClusterTable) -> Vec<Option<E
 impl Entry {
     /// The thread's entry for the cluster of `runtime`, when it first picks from it.
     #[cold]
+    #[inline(never)]
     fn new(runtime: &ClusterRuntime) -> Entry {
         let mut snapshot = Cache::new(runtime.cell.clone());
         let best = snapshot.load().best.clone();
         let place = runtime.counter.pickers.fetch_add(1, Ordering::Relaxed);
         let pool = runtime.signals.clone();
         Entry {
-            counter: Cell::new(start(place as u64, best.len())),
-            ticket: Ticket::first(best, &pool),
-            pool,
+            held: Held {
+                counter: Cell::new(start(place as u64, best.len())),
+                ticket: Ticket::first(best, &pool),
+                pool,
+            },
             snapshot,
         }
+    }
+}
+
+impl Held {
+    /// The best group changed: a new ticket to it.
+    #[cold]
+    #[inline(never)]
+    fn renew(&mut self, best: &Arc<Group>) {
+        self.ticket = Ticket::new(best.clone(), &self.pool, &self.ticket);
     }
 }
 
@@ -196,12 +327,12 @@ impl Picking<'_> {
     /// Picks a destination of the best group for a request with affinity key `key`, reading
     /// the clock (`clock`) only when the cluster's policy reads latency.
     #[inline]
-    pub fn pick(&self, key: Option<&[u8]>, clock: &dyn Clock) -> Result<PickHandle, Miss> {
+    pub fn pick(&self, key: Option<&[u8]>, clock: &dyn Clock) -> Picked {
         pick_with(
             self.snapshot,
-            self.ticket,
-            &*self.snapshot.picker,
-            self.counter,
+            &self.held.ticket,
+            &self.snapshot.picker,
+            &self.held.counter,
             self.draws,
             key,
             clock,
@@ -209,33 +340,26 @@ impl Picking<'_> {
     }
 }
 
-/// A pick from the group `ticket` holds, by `picker`.
-#[inline]
+/// A pick from the group `ticket` holds, by `picker`. Inlined into each way in (the pick cache,
+/// a retry's group, a pick from inside a pick), so that the pick path is one function.
+#[inline(always)]
 fn pick_with(
     snapshot: &ClusterSnapshot,
     ticket: &Arc<Ticket>,
-    picker: &dyn Picker,
-    counter: Counter<'_>,
+    picker: &Picker,
+    counter: &Cell<usize>,
     draws: Draws<'_>,
     key: Option<&[u8]>,
     clock: &dyn Clock,
-) -> Result<PickHandle, Miss> {
+) -> Picked {
     let group = &*ticket.group;
     let now = snapshot.signals.reads_latency().then(|| clock.now());
-    let index = match group.len() {
-        0 => return Err(nothing_to_pick(snapshot)),
-        1 => 0,
-        n => {
-            let index = picker.pick(&PickView::new(group, draws, counter, key, now));
-            // A custom picker may answer out of range; `%` only then (it costs a division).
-            if index < n {
-                index
-            } else {
-                index % n
-            }
-        }
+    let (index, place) = match group.len() {
+        0 => return Picked::miss(nothing_to_pick(snapshot)),
+        1 => (0, group.place(0)),
+        n => picker.pick(n, || PickView::new(group, draws, counter, key, now)),
     };
-    Ok(PickHandle::new(ticket, index, now))
+    count(ticket, index, place, now)
 }
 
 /// Why a cluster has nothing to pick: a source it waits for has not answered, or nothing it has
@@ -256,7 +380,7 @@ pub(crate) fn pick_from_group(
     group: Group,
     source: &RandomSource,
     clock: &dyn Clock,
-) -> Result<PickHandle, Miss> {
+) -> Picked {
     let picker = snapshot
         .settings
         .policies
@@ -267,13 +391,14 @@ pub(crate) fn pick_from_group(
         group: Arc::new(group),
         own: None,
     });
-    let counter = Counter::Shared(&snapshot.counter.shared);
+    // One value of the cluster's shared counter: the most a pick takes.
+    let counter = Cell::new(snapshot.counter.shared.fetch_add(1, Ordering::Relaxed));
     with_thread_generator(|own| {
         pick_with(
             snapshot,
             &ticket,
-            &*picker,
-            counter,
+            &picker,
+            &counter,
             source.draws(own),
             None,
             clock,
@@ -291,26 +416,25 @@ fn pick_inside_pick<R>(
     source: &RandomSource,
     f: impl FnOnce(Option<Picking<'_>>) -> R,
 ) -> R {
-    let snapshot = table
-        .load()
-        .get(cluster)
-        .map(|runtime| runtime.cell.load_full());
-    let ticket = snapshot.as_ref().map(|s| {
-        Arc::new(Ticket {
-            group: s.best.clone(),
-            own: None,
-        })
+    let found = table.load().get(cluster).map(|runtime| {
+        let snapshot = runtime.cell.load_full();
+        let held = Held {
+            ticket: Arc::new(Ticket {
+                group: snapshot.best.clone(),
+                own: None,
+            }),
+            // One value of the cluster's shared counter: the most a pick takes.
+            counter: Cell::new(snapshot.counter.shared.fetch_add(1, Ordering::Relaxed)),
+            pool: runtime.signals.clone(),
+        };
+        (snapshot, held)
     });
     with_thread_generator(|own| {
-        f(snapshot
-            .as_deref()
-            .zip(ticket.as_ref())
-            .map(|(snapshot, ticket)| Picking {
-                snapshot,
-                ticket,
-                counter: Counter::Shared(&snapshot.counter.shared),
-                draws: source.draws(own),
-            }))
+        f(found.as_ref().map(|(snapshot, held)| Picking {
+            snapshot,
+            held,
+            draws: source.draws(own),
+        }))
     })
 }
 
@@ -324,6 +448,7 @@ pub(crate) fn with_current<R>(cell: &SnapshotCell, f: impl FnOnce(&ClusterSnapsh
         if let Ok(mut slot) = slot.try_borrow_mut() {
             if let Some(entry) = slot.as_mut().and_then(|cache| {
                 cache
+                    .clusters
                     .entries
                     .iter_mut()
                     .flatten()
@@ -385,35 +510,55 @@ impl Ticket {
 #[must_use = "the destination counts as in flight until the handle is dropped"]
 pub struct PickHandle {
     ticket: Arc<Ticket>,
-    /// The destination's position in the ticket's group.
-    index: u32,
-    /// Its place in the cluster's signal pool: where the handle counted it.
-    place: u32,
-    /// The engine-clock time of the pick in nanoseconds plus one, when the request is timed
-    /// (the cluster's policy reads latency); 0 otherwise.
-    started: u64,
+    /// The destination's position in the ticket's group in the low [`INDEX_BITS`] bits; above
+    /// them, when the request is timed (the cluster's policy reads latency), the engine-clock
+    /// microsecond of the pick plus one, wrapping every 6 days (only the time to the report is
+    /// used). One word, so that a handle, and a pick's result, is two words: returned in
+    /// registers, never copied out through memory.
+    slot: u64,
+}
+
+/// Bits of [`PickHandle::slot`] that hold the index: groups of up to 16 million destinations.
+const INDEX_BITS: u32 = 24;
+
+/// The part of an engine-clock time in microseconds a handle keeps: the low 39 bits (6.4 days;
+/// plus one, it fits the 40 bits above the index).
+const STARTED_MASK: u64 = (1 << (63 - INDEX_BITS)) - 1;
+
+/// Engine-clock time in microseconds.
+fn micros(at: Duration) -> u64 {
+    at.as_micros() as u64
+}
+
+/// Counts the destination at `index` of `ticket`'s group, whose signals are at `place`, in
+/// flight, for a handle; `started`: the time of the pick, when the request is timed.
+#[inline]
+fn count(ticket: &Arc<Ticket>, index: usize, place: u32, started: Option<Duration>) -> Picked {
+    ticket.count(place).fetch_add(1, Ordering::Relaxed);
+    #[cfg(feature = "metrics")]
+    {
+        let metrics = ticket.group.destination(index).metrics();
+        metrics.picks.increment(1);
+        metrics.in_flight.increment(1.0);
+    }
+    let started = started.map_or(0, |at| (micros(at) & STARTED_MASK) + 1);
+    Picked {
+        ticket: Some(ticket.clone()),
+        word: started << INDEX_BITS | index as u64,
+    }
+}
+
+/// How long since a request timed by its handle started (`started`: what the handle kept of
+/// the pick's time), at engine-clock time `now`.
+pub(crate) fn elapsed_since(started: u64, now: Duration) -> Duration {
+    Duration::from_micros(micros(now).wrapping_sub(started) & STARTED_MASK)
 }
 
 impl PickHandle {
-    /// Counts the destination at `index` of `ticket`'s group in flight; `started`: the time of
-    /// the pick, when the request is timed.
+    /// The destination's position in its group.
     #[inline]
-    fn new(ticket: &Arc<Ticket>, index: usize, started: Option<Duration>) -> Self {
-        let place = ticket.group.place(index);
-        ticket.count(place).fetch_add(1, Ordering::Relaxed);
-        let handle = PickHandle {
-            ticket: ticket.clone(),
-            index: index as u32,
-            place,
-            started: started.map_or(0, |at| (at.as_nanos() as u64).saturating_add(1)),
-        };
-        #[cfg(feature = "metrics")]
-        {
-            let metrics = handle.arc().metrics();
-            metrics.picks.increment(1);
-            metrics.in_flight.increment(1.0);
-        }
-        handle
+    fn index(&self) -> usize {
+        (self.slot & ((1 << INDEX_BITS) - 1)) as usize
     }
 
     /// A handle counting `destination` in flight, taken outside a pick (a group of its own).
@@ -423,12 +568,14 @@ impl PickHandle {
             group: Arc::new(group),
             own: None,
         });
-        PickHandle::new(&ticket, 0, None)
+        count(&ticket, 0, ticket.group.place(0), None)
+            .into_result()
+            .expect("a group of one has a destination")
     }
 
     #[inline]
     fn arc(&self) -> &Arc<Destination> {
-        self.ticket.group.destination(self.index as usize)
+        self.ticket.group.destination(self.index())
     }
 
     /// The picked destination.
@@ -460,9 +607,9 @@ impl PickHandle {
     /// a health change it causes is applied before it returns. Outcomes of a destination that has
     /// left its cluster count for nothing.
     pub fn report(&self, outcome: RequestOutcome) {
-        let latency = match self.started {
+        let latency = match self.slot >> INDEX_BITS {
             0 => Latency::Unknown,
-            started => Latency::Since(Duration::from_nanos(started - 1)),
+            started => Latency::Since(started - 1),
         };
         self.arc().report(outcome, latency);
     }
@@ -477,9 +624,8 @@ impl PickHandle {
 impl Drop for PickHandle {
     #[inline]
     fn drop(&mut self) {
-        self.ticket
-            .count(self.place)
-            .fetch_sub(1, Ordering::Relaxed);
+        let place = self.ticket.group.place(self.index());
+        self.ticket.count(place).fetch_sub(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.arc().metrics().in_flight.decrement(1.0);
     }
@@ -498,7 +644,7 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    use super::{start, Miss, PickHandle};
+    use super::{start, Miss, PickHandle, Picked};
     use crate::engine::Engine;
     use crate::health::probe_result::ProbeResult;
 
@@ -600,11 +746,12 @@ mod tests {
         assert!(gaps.chain([wrap]).all(|g| g >= 9), "{starts:?}");
     }
 
-    /// A handle is three words, and a pick's result is no larger: it leaves the pick path in
-    /// registers or one small copy.
+    /// A handle is two words, and a pick's result is no larger: it leaves the pick path in
+    /// two registers.
     #[test]
-    fn a_handle_is_three_words() {
-        assert_eq!(std::mem::size_of::<PickHandle>(), 24);
-        assert_eq!(std::mem::size_of::<Result<PickHandle, Miss>>(), 24);
+    fn a_handle_and_a_picks_result_are_two_words() {
+        assert_eq!(std::mem::size_of::<PickHandle>(), 16);
+        assert_eq!(std::mem::size_of::<Picked>(), 16);
+        assert_eq!(std::mem::size_of::<Result<PickHandle, Miss>>(), 16);
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fast_path::{pick_from_group, with_pick, Miss, PickHandle, Picking};
+use super::fast_path::{self, pick_from_group, with_pick, Miss, PickHandle, Picked, Picking};
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::Destination;
@@ -36,6 +36,8 @@ impl Miss {
             Miss::UnknownCluster => PickError::UnknownCluster { cluster },
             Miss::NoAvailableDestinations => PickError::NoAvailableDestinations { cluster },
             Miss::DiscoveryPending => PickError::DiscoveryPending { cluster },
+            // Callers that ask not to pick while warming never make this an error.
+            Miss::Warming => PickError::NoAvailableDestinations { cluster },
         }
     }
 }
@@ -73,9 +75,13 @@ impl Engine {
         self.pick(cluster, Some(key.as_ref()))
     }
 
-    #[inline]
+    /// Inlined into the caller, so that the pick cache's lookup hands its two words over in
+    /// registers (`Picked`) and the caller builds the result in place: a result returned
+    /// through memory and copied out with other widths than it was written stalls the copy.
+    #[inline(always)]
     fn pick(&self, cluster: &str, key: Option<&[u8]>) -> Result<PickHandle, PickError> {
-        self.with_picking(cluster, |picking| self.pick_from(picking, key))
+        fast_path::pick(&self.core, cluster, key, false)
+            .into_result()
             .map_err(|miss| miss.error(cluster))
     }
 
@@ -91,10 +97,10 @@ impl Engine {
         &self,
         picking: Option<Picking<'_>>,
         key: Option<&[u8]>,
-    ) -> Result<PickHandle, Miss> {
+    ) -> Picked {
         match picking {
             Some(picking) => picking.pick(key, &*self.core.clock),
-            None => Err(Miss::UnknownCluster),
+            None => Picked::miss(Miss::UnknownCluster),
         }
     }
 
@@ -108,6 +114,7 @@ impl Engine {
     ) -> Result<PickHandle, PickError> {
         let group = Group::of(group, true, *snapshot.best.latency_settings());
         pick_from_group(snapshot, group, &self.core.rng, &*self.core.clock)
+            .into_result()
             .map_err(|miss| miss.error(cluster))
     }
 
@@ -193,6 +200,7 @@ impl Engine {
                 let timeout = picking.snapshot.settings.activity_timeout;
                 Some(
                     self.pick_from(Some(picking), None)
+                        .into_result()
                         .map(|pick| (pick, timeout)),
                 )
             }
@@ -275,11 +283,10 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
-        let picked = self.with_picking(cluster, |picking| match picking {
-            Some(picking) if picking.snapshot.warming => None,
-            picking => Some(self.pick_from(picking, None)),
-        });
-        picked.map(|picked| picked.map_err(|miss| miss.error(cluster)))
+        match fast_path::pick(&self.core, cluster, None, true).into_result() {
+            Err(Miss::Warming) => None,
+            picked => Some(picked.map_err(|miss| miss.error(cluster))),
+        }
     }
 
     /// Resolves once every cluster with active checks has finished its first probes (every

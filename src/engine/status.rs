@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::runtime::ClusterBook;
 use super::Engine;
 use crate::config::discovery::GuardMode;
-use crate::destination::peak_ewma;
+use crate::destination::latency;
 use crate::destination::Destination;
 use crate::events::HeldReason;
 use crate::health::state::{DiscoveryHealth, HealthClass, HealthState, ReportedHealth};
@@ -232,7 +232,7 @@ impl Engine {
                             available: available.contains(&Arc::as_ptr(d)),
                             in_best_group: best.contains(&Arc::as_ptr(d)),
                             in_flight: d.in_flight(),
-                            latency: peak_ewma::last_estimate(d.signals.latency()),
+                            latency: latency::last_estimate(d.signals.latency()),
                             last_change: record.last_change,
                             last_reason: record.last_reason,
                             last_probe: record.last_probe,

@@ -8,14 +8,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fast_path::with_current;
+use super::fast_path::{elapsed_since, with_current};
 use super::hub::Hub;
 use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::destination::outcome_window::nanos;
-use crate::destination::peak_ewma;
+use crate::destination::latency;
 use crate::destination::{Destination, Latency};
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
@@ -70,12 +70,12 @@ impl ClusterRuntime {
         if latency != Latency::Unknown {
             let now = self.clock.now();
             let sample = match latency {
-                Latency::Since(start) => now.saturating_sub(start),
+                Latency::Since(started) => elapsed_since(started, now),
                 Latency::Took(took) => took,
                 Latency::Unknown => Duration::ZERO,
             };
             with_current(&self.cell, |snapshot| {
-                peak_ewma::record(
+                latency::record(
                     destination.signals.latency(),
                     sample,
                     now,

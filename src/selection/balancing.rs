@@ -1,9 +1,11 @@
 //! The load-balancing extension point: a policy prepares a [`Picker`] for each best group, and
-//! the picker chooses one destination of that group on every request, reading what it needs
-//! through a [`PickView`].
+//! the engine picks with it on every request, reading what it needs through a [`PickView`].
 //!
-//! Built-in and custom policies use exactly these doors; the engine calls every picker the
-//! same way (one dynamic call a pick). What a picker reads at pick time:
+//! A picker is one of the common forms of picking, which the engine runs in place (a uniform
+//! draw, two choices by load, the round-robin counter, a fixed destination), or a picker of the
+//! policy's own ([`Picker::custom`]), called through its object. Built-in and custom policies
+//! choose among the same forms through the same doors; no policy is recognised by its type.
+//! What a picker reads at pick time:
 //!
 //! - each destination's **requests in flight** ([`PickView::in_flight`]),
 //! - its **latency estimate** ([`PickView::latency`]: a peak-sensitive moving average of its
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::destination::peak_ewma::{self, LatencySettings};
+use crate::destination::latency::{self, LatencySettings};
 use crate::destination::signals::{Chunk, CHUNK};
 use crate::destination::Destination;
 use crate::rng::Draws;
@@ -31,9 +33,9 @@ use crate::rng::Draws;
 ///
 /// [`prepare`](Self::prepare) runs when the group changes (membership or weights; never on the
 /// request path): whatever a policy can compute from the group alone, such as weights turned
-/// into a table or the first destination by name, belongs there. The [`Picker`] it returns runs
-/// on every request with a group of two or more destinations: no locks, no allocation, no I/O.
-/// A health change that leaves the group as it is does not prepare again, so a picker that
+/// into a table or the first destination by name, belongs there. The [`Picker`] it returns is
+/// used on every request with a group of two or more destinations: no locks, no allocation, no
+/// I/O. A health change that leaves the group as it is does not prepare again, so a picker that
 /// cares about health reads it at pick time.
 ///
 /// ```
@@ -42,15 +44,29 @@ use crate::rng::Draws;
 /// /// The destination with the highest weight (the first of them), found once per change.
 /// struct Heaviest;
 /// impl LoadBalancingPolicy for Heaviest {
-///     fn prepare(&self, group: &Group) -> Box<dyn Picker> {
+///     fn prepare(&self, group: &Group) -> Picker {
 ///         let heaviest = (0..group.len())
 ///             .rev()
 ///             .max_by(|&a, &b| group.weight(a).total_cmp(&group.weight(b)))
 ///             .unwrap_or(0);
-///         Box::new(move |_: &PickView<'_>| heaviest)
+///         Picker::Fixed(heaviest)
 ///     }
 ///     fn signals(&self) -> Signals {
 ///         Signals::NONE
+///     }
+/// }
+///
+/// /// Whichever destination has the lower latency estimate, of two drawn at random.
+/// struct Quicker;
+/// impl LoadBalancingPolicy for Quicker {
+///     fn prepare(&self, _group: &Group) -> Picker {
+///         Picker::custom(|view: &PickView<'_>| {
+///             let (i, j) = view.two_random_indices(view.len());
+///             if view.latency(j) < view.latency(i) { j } else { i }
+///         })
+///     }
+///     fn signals(&self) -> Signals {
+///         Signals::LATENCY
 ///     }
 /// }
 /// ```
@@ -58,9 +74,9 @@ pub trait LoadBalancingPolicy: Send + Sync + 'static {
     /// The picker for `group`, made once per change of the group (and for each group a retry
     /// picks from).
     ///
-    /// The group may have any length, 0 included; the picker is called only when it has two
-    /// or more destinations.
-    fn prepare(&self, group: &Group) -> Box<dyn Picker>;
+    /// The group may have any length, 0 included; the picker is used only when it has two or
+    /// more destinations.
+    fn prepare(&self, group: &Group) -> Picker;
 
     /// The load signals its picks read. Default: in-flight counts ([`Signals::IN_FLIGHT`]).
     fn signals(&self) -> Signals {
@@ -68,16 +84,79 @@ pub trait LoadBalancingPolicy: Send + Sync + 'static {
     }
 }
 
-/// One group's picks, prepared by a [`LoadBalancingPolicy`].
-///
-/// Any `Fn(&PickView<'_>) -> usize` closure is a picker.
-pub trait Picker: Send + Sync + 'static {
+/// One group's picks, as a policy prepared them: one of the common forms of picking, which the
+/// engine runs in place on every pick, or a picker of the policy's own, called through its
+/// object. Every form picks from a group of two or more destinations.
+#[derive(Clone)]
+pub enum Picker {
+    /// A uniform random destination (`Random` over equal weights).
+    Uniform,
+    /// Two distinct random candidates; the one with fewer requests in flight wins, ties to the
+    /// first (`PowerOfTwoChoices` over equal weights).
+    TwoChoices,
+    /// The round-robin counter ([`PickView::next_counter`]) modulo the group's length
+    /// (`RoundRobin` over equal weights).
+    InOrder,
+    /// Always the destination at this index (`FirstAlphabetical`).
+    Fixed(usize),
+    /// A picker of the policy's own (see [`Picker::custom`]).
+    Custom(Arc<dyn Pick>),
+}
+
+impl Picker {
+    /// A picker of the policy's own: `pick` is called on every pick.
+    pub fn custom(pick: impl Pick) -> Picker {
+        Picker::Custom(Arc::new(pick))
+    }
+
+    /// The index it picks in the group `view` shows (of `n` >= 2 destinations) and the place
+    /// of that destination's signals: the forms run in place, a picker of the policy's own
+    /// through its object (its answer wrapped into range). Inlined into the pick path, so that
+    /// the forms read the view from registers; only a picker of the policy's own gets a view in
+    /// memory (`view` makes one for each use, which costs nothing where it does not leave).
+    #[inline(always)]
+    pub(crate) fn pick<'a>(&self, n: usize, view: impl Fn() -> PickView<'a>) -> (usize, u32) {
+        let index = match self {
+            Picker::Uniform => view().random_index(n),
+            // The places found for the comparison serve the count too.
+            Picker::TwoChoices if view().group.shared_counts => return view().two_choices(n),
+            Picker::TwoChoices => {
+                let view = view();
+                let (i, j) = view.two_random_indices(n);
+                let j_wins = view.in_flight(j) < view.in_flight(i);
+                [i, j][usize::from(j_wins)]
+            }
+            Picker::InOrder => view().next_counter() % n,
+            Picker::Fixed(index) => *index,
+            Picker::Custom(pick) => pick.pick(&view()),
+        };
+        // A custom picker may answer out of range; `%` only then (it costs a division).
+        let index = if index < n { index } else { index % n };
+        (index, view().group.place(index))
+    }
+}
+
+impl std::fmt::Debug for Picker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Picker::Uniform => f.write_str("Uniform"),
+            Picker::TwoChoices => f.write_str("TwoChoices"),
+            Picker::InOrder => f.write_str("InOrder"),
+            Picker::Fixed(index) => f.debug_tuple("Fixed").field(index).finish(),
+            Picker::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// A policy's own way of picking (see [`Picker::custom`]). Any `Fn(&PickView<'_>) -> usize`
+/// closure is one.
+pub trait Pick: Send + Sync + 'static {
     /// The index in the group (of two or more destinations) of the destination to use. An
     /// index out of range is wrapped into range rather than trusted.
     fn pick(&self, view: &PickView<'_>) -> usize;
 }
 
-impl<F: Fn(&PickView<'_>) -> usize + Send + Sync + 'static> Picker for F {
+impl<F: Fn(&PickView<'_>) -> usize + Send + Sync + 'static> Pick for F {
     #[inline]
     fn pick(&self, view: &PickView<'_>) -> usize {
         self(view)
@@ -154,6 +233,10 @@ pub struct Group {
     /// they do for a healthy cluster whose destinations were placed together: a count is then
     /// found by adding its index, without reading `places`.
     run: Option<u32>,
+    /// The pool's first chunk, where every place of a cluster of up to 1,024 destinations is:
+    /// kept at hand so that most lookups read no list (another chunk of the group, never read
+    /// there, when the group has no place in it).
+    first: Arc<Chunk>,
     /// The pool's chunks, by chunk number (a number none of the group's places uses holds
     /// another chunk of the group, never read there).
     chunks: Box<[Arc<Chunk>]>,
@@ -191,10 +274,11 @@ impl Group {
             chunks[chunk.number()].get_or_insert_with(|| chunk.clone());
         }
         let filler = chunks.iter().flatten().next().cloned();
-        let chunks = chunks
+        let chunks: Box<[Arc<Chunk>]> = chunks
             .into_iter()
             .filter_map(|chunk| chunk.or_else(|| filler.clone()))
             .collect();
+        let first = chunks.first().cloned().unwrap_or_else(Chunk::stand_in);
         let weighted = weights.first().is_some_and(|&first| {
             weights.iter().any(|&w| w != first) && weights.iter().any(|&w| w > 0.0)
         });
@@ -205,6 +289,7 @@ impl Group {
             weighted,
             places,
             run,
+            first,
             chunks,
             shared_counts,
             latency,
@@ -270,7 +355,11 @@ impl Group {
     /// The chunk place `place` of the group is in.
     #[inline]
     fn chunk(&self, place: u32) -> &Chunk {
-        &self.chunks[place as usize / CHUNK]
+        if (place as usize) < CHUNK {
+            &self.first
+        } else {
+            &self.chunks[place as usize / CHUNK]
+        }
     }
 
     /// The shared in-flight count of place `place` of the group.
@@ -344,35 +433,13 @@ pub(crate) struct ClusterCounter {
     pub pickers: AtomicUsize,
 }
 
-/// Where a pick's round-robin counter is.
-#[derive(Clone, Copy)]
-pub(crate) enum Counter<'a> {
-    /// The picking thread's own counter for the cluster (the pick path).
-    Thread(&'a Cell<usize>),
-    /// The cluster's shared counter (retries, picks from inside a pick).
-    Shared(&'a AtomicUsize),
-}
-
-impl Counter<'_> {
-    #[inline]
-    fn next(self) -> usize {
-        match self {
-            Counter::Thread(cell) => {
-                let value = cell.get();
-                cell.set(value.wrapping_add(1));
-                value
-            }
-            Counter::Shared(shared) => shared.fetch_add(1, Ordering::Relaxed),
-        }
-    }
-}
-
 /// What a [`Picker`] reads on one pick: the group's load signals, random draws, the
 /// round-robin counter and the request's affinity key.
 pub struct PickView<'a> {
     group: &'a Group,
     draws: Draws<'a>,
-    counter: Counter<'a>,
+    /// The round-robin counter this pick advances: the picking thread's own for the cluster.
+    counter: &'a Cell<usize>,
     key: Option<&'a [u8]>,
     /// The engine-clock time of the pick, when the policy reads latency.
     now: Option<Duration>,
@@ -382,7 +449,7 @@ impl<'a> PickView<'a> {
     pub(crate) fn new(
         group: &'a Group,
         draws: Draws<'a>,
-        counter: Counter<'a>,
+        counter: &'a Cell<usize>,
         key: Option<&'a [u8]>,
         now: Option<Duration>,
     ) -> Self {
@@ -421,8 +488,29 @@ impl<'a> PickView<'a> {
                 .shared_count(self.group.place(index))
                 .load(Ordering::Relaxed) as usize
         } else {
-            self.group.destination(index).in_flight()
+            self.added_up(index)
         }
+    }
+
+    /// The count of a destination of a group whose picks count per thread: every thread's,
+    /// added up (the policy did not declare that it reads counts).
+    #[cold]
+    #[inline(never)]
+    fn added_up(&self, index: usize) -> usize {
+        self.group.destination(index).in_flight()
+    }
+
+    /// Two choices by the shared in-flight counts of a group of `n`: the index of the one with
+    /// fewer in flight (ties to the first drawn) and its place. A select rather than a branch:
+    /// under real load the comparison goes either way.
+    #[inline(always)]
+    fn two_choices(&self, n: usize) -> (usize, u32) {
+        let group = self.group;
+        let (i, j) = self.two_random_indices(n);
+        let (place_i, place_j) = (group.place(i), group.place(j));
+        let load = |place| group.shared_count(place).load(Ordering::Relaxed);
+        let j_wins = load(place_j) < load(place_i);
+        [(i, place_i), (j, place_j)][usize::from(j_wins)]
     }
 
     /// The latency estimate of the destination at `index` (its decay and the default before
@@ -434,8 +522,8 @@ impl<'a> PickView<'a> {
         let place = group.place(index);
         let cell = group.chunk(place).latency(place);
         match self.now {
-            Some(now) => peak_ewma::estimate(cell, now, &group.latency),
-            None => peak_ewma::last_estimate(cell).unwrap_or(group.latency.default_rtt),
+            Some(now) => latency::estimate(cell, now, &group.latency),
+            None => latency::last_estimate(cell).unwrap_or(group.latency.default_rtt),
         }
     }
 
@@ -473,10 +561,13 @@ impl<'a> PickView<'a> {
     /// The round-robin counter, advanced by one. Each thread counts on its own, so that a
     /// pick writes nothing another thread reads: the first thread that picks from the cluster
     /// counts from 0 (one thread sees 0, 1, 2, ...), every later thread from a start of its own
-    /// (see `engine/fast_path.rs`). Retries count on one counter of the cluster.
+    /// (see `engine/fast_path.rs`). A retry's pick takes the next value of one counter the
+    /// cluster keeps for them.
     #[inline]
     pub fn next_counter(&self) -> usize {
-        self.counter.next()
+        let value = self.counter.get();
+        self.counter.set(value.wrapping_add(1));
+        value
     }
 }
 

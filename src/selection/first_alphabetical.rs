@@ -4,25 +4,15 @@
 
 use std::cmp::Ordering;
 
-use super::balancing::{Group, LoadBalancingPolicy, PickView, Picker, Signals};
+use super::balancing::{Group, LoadBalancingPolicy, Picker, Signals};
 use crate::ids::cmp_ignore_case;
 
 /// The smallest destination id, case-insensitively.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FirstAlphabetical;
 
-/// The position of the smallest id in a group.
-struct Smallest(usize);
-
-impl Picker for Smallest {
-    #[inline]
-    fn pick(&self, _: &PickView<'_>) -> usize {
-        self.0
-    }
-}
-
 impl LoadBalancingPolicy for FirstAlphabetical {
-    fn prepare(&self, group: &Group) -> Box<dyn Picker> {
+    fn prepare(&self, group: &Group) -> Picker {
         let ids = group.destinations();
         let mut best = 0;
         for i in 1..ids.len() {
@@ -30,7 +20,7 @@ impl LoadBalancingPolicy for FirstAlphabetical {
                 best = i;
             }
         }
-        Box::new(Smallest(best))
+        Picker::Fixed(best)
     }
 
     /// Picks read no load signal.

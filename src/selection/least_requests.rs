@@ -3,7 +3,7 @@
 //! nothing is smaller than 0, so the scan stops at the first destination with nothing in
 //! flight, and an idle or lightly loaded group costs only as far as its first idle destination.
 
-use super::balancing::{Group, LoadBalancingPolicy, PickView, Picker};
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker};
 
 /// The first destination with the fewest requests in flight.
 #[derive(Debug, Clone, Copy, Default)]
@@ -12,7 +12,7 @@ pub struct LeastRequests;
 /// Picks of any group: a scan.
 struct FirstLeast;
 
-impl Picker for FirstLeast {
+impl Pick for FirstLeast {
     fn pick(&self, view: &PickView<'_>) -> usize {
         let mut best = (usize::MAX, 0);
         for i in 0..view.len() {
@@ -29,7 +29,7 @@ impl Picker for FirstLeast {
 }
 
 impl LoadBalancingPolicy for LeastRequests {
-    fn prepare(&self, _: &Group) -> Box<dyn Picker> {
-        Box::new(FirstLeast)
+    fn prepare(&self, _: &Group) -> Picker {
+        Picker::custom(FirstLeast)
     }
 }

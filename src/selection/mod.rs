@@ -4,8 +4,8 @@
 //! The group is computed when health or destinations change and published in the cluster
 //! snapshot together with the picker the policy prepared for it; a pick only reads them. Each
 //! built-in policy has its own file and uses only what a custom policy gets:
-//! [`LoadBalancingPolicy`], [`Picker`] and [`PickView`]. A new built-in is its file and one line
-//! in [`built_in_policies`].
+//! [`LoadBalancingPolicy`], [`Picker`] (with [`Pick`]) and [`PickView`]. A new built-in is its
+//! file and one line in [`built_in_policies`].
 
 pub(crate) mod balancing;
 pub(crate) mod first_alphabetical;
@@ -18,7 +18,7 @@ pub(crate) mod weights;
 
 use std::sync::Arc;
 
-pub use balancing::{Group, LoadBalancingPolicy, PickView, Picker, Signals};
+pub use balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
 pub use first_alphabetical::FirstAlphabetical;
 pub use least_requests::LeastRequests;
 pub use power_of_two::PowerOfTwoChoices;

@@ -9,7 +9,7 @@
 //! weights, and a loaded one balances requests in flight per unit of weight, as Envoy's weighted
 //! least-request balancer aims to.
 
-use super::balancing::{Group, LoadBalancingPolicy, PickView, Picker};
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker};
 use super::weights::AliasTable;
 
 /// Two distinct random indices i != j (i by weight in a weighted group); fewer in flight (per
@@ -17,27 +17,12 @@ use super::weights::AliasTable;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PowerOfTwoChoices;
 
-/// Picks of an unweighted group.
-struct Unweighted;
-
-impl Picker for Unweighted {
-    #[inline]
-    fn pick(&self, view: &PickView<'_>) -> usize {
-        let (i, j) = view.two_random_indices(view.len());
-        if view.in_flight(j) < view.in_flight(i) {
-            j
-        } else {
-            i
-        }
-    }
-}
-
 /// Picks of a weighted group: the first candidate by weight.
 struct Weighted {
     table: AliasTable,
 }
 
-impl Picker for Weighted {
+impl Pick for Weighted {
     fn pick(&self, view: &PickView<'_>) -> usize {
         let i = self.table.index(view.random_u64());
         let other = view.random_index(view.len() - 1);
@@ -52,12 +37,12 @@ impl Picker for Weighted {
 }
 
 impl LoadBalancingPolicy for PowerOfTwoChoices {
-    fn prepare(&self, group: &Group) -> Box<dyn Picker> {
+    fn prepare(&self, group: &Group) -> Picker {
         match group.weights() {
-            Some(weights) => Box::new(Weighted {
+            Some(weights) => Picker::custom(Weighted {
                 table: AliasTable::new(weights),
             }),
-            None => Box::new(Unweighted),
+            None => Picker::TwoChoices,
         }
     }
 }

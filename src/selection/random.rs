@@ -2,34 +2,24 @@
 //! (uniform when they all weigh the same). The weights become an alias table once per change of
 //! the group, so a pick stays O(1): one random draw.
 
-use super::balancing::{Group, LoadBalancingPolicy, PickView, Picker, Signals};
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
 use super::weights::AliasTable;
 
 /// Random choice, weighted.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Random;
 
-/// Picks of an unweighted group: one uniform index.
-struct Uniform;
-
-impl Picker for Uniform {
-    #[inline]
-    fn pick(&self, view: &PickView<'_>) -> usize {
-        view.random_index(view.len())
-    }
-}
-
-impl Picker for AliasTable {
+impl Pick for AliasTable {
     fn pick(&self, view: &PickView<'_>) -> usize {
         self.index(view.random_u64())
     }
 }
 
 impl LoadBalancingPolicy for Random {
-    fn prepare(&self, group: &Group) -> Box<dyn Picker> {
+    fn prepare(&self, group: &Group) -> Picker {
         match group.weights() {
-            Some(weights) => Box::new(AliasTable::new(weights)),
-            None => Box::new(Uniform),
+            Some(weights) => Picker::custom(AliasTable::new(weights)),
+            None => Picker::Uniform,
         }
     }
 

@@ -6,37 +6,27 @@
 //! 0, 1, 2, ..., and threads together go round the group evenly, each from a start of its own,
 //! without writing anything another thread reads.
 
-use super::balancing::{Group, LoadBalancingPolicy, PickView, Picker, Signals};
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
 use super::weights::round_robin_cycle;
 
 /// Cycles through the group in order, each destination as often as its weight.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RoundRobin;
 
-/// Picks of an unweighted group.
-struct InOrder;
-
-impl Picker for InOrder {
-    #[inline]
-    fn pick(&self, view: &PickView<'_>) -> usize {
-        view.next_counter() % view.len()
-    }
-}
-
 /// One cycle of a weighted group's order.
 struct Cycle(Vec<u32>);
 
-impl Picker for Cycle {
+impl Pick for Cycle {
     fn pick(&self, view: &PickView<'_>) -> usize {
         self.0[view.next_counter() % self.0.len()] as usize
     }
 }
 
 impl LoadBalancingPolicy for RoundRobin {
-    fn prepare(&self, group: &Group) -> Box<dyn Picker> {
+    fn prepare(&self, group: &Group) -> Picker {
         match group.weights().map(round_robin_cycle) {
-            Some(cycle) if !cycle.is_empty() => Box::new(Cycle(cycle)),
-            _ => Box::new(InOrder),
+            Some(cycle) if !cycle.is_empty() => Picker::custom(Cycle(cycle)),
+            _ => Picker::InOrder,
         }
     }
 
