@@ -119,13 +119,7 @@ impl Picker {
         let index = match self {
             Picker::Uniform => view().random_index(n),
             // The places found for the comparison serve the count too.
-            Picker::TwoChoices if view().group.shared_counts => return view().two_choices(n),
-            Picker::TwoChoices => {
-                let view = view();
-                let (i, j) = view.two_random_indices(n);
-                let j_wins = view.in_flight(j) < view.in_flight(i);
-                [i, j][usize::from(j_wins)]
-            }
+            Picker::TwoChoices => return view().two_choices(n),
             Picker::InOrder => view().next_counter() % n,
             Picker::Fixed(index) => *index,
             Picker::Custom(pick) => pick.pick(&view()),
@@ -218,6 +212,9 @@ impl std::ops::BitOr for Signals {
     }
 }
 
+/// [`Group::run`] of a group whose places do not run on.
+const NO_RUN: u32 = u32::MAX;
+
 /// A group of destinations a pick chooses from (a cluster's best group, or a retry's), as a
 /// policy prepares for it: the destinations in group order and their weights, and where their
 /// load signals are in the cluster's signal pool.
@@ -229,10 +226,10 @@ pub struct Group {
     weighted: bool,
     /// Each destination's place in the pool, in group order.
     places: Box<[u32]>,
-    /// `Some(first)` when the places run on one after another (`places[k] == first + k`), as
+    /// The first place when the places run on one after another (`places[k] == run + k`), as
     /// they do for a healthy cluster whose destinations were placed together: a count is then
-    /// found by adding its index, without reading `places`.
-    run: Option<u32>,
+    /// found by adding its index, without reading `places`. [`NO_RUN`] otherwise.
+    run: u32,
     /// The pool's first chunk, where every place of a cluster of up to 1,024 destinations is:
     /// kept at hand so that most lookups read no list (another chunk of the group, never read
     /// there, when the group has no place in it).
@@ -259,12 +256,16 @@ impl Group {
     ) -> Group {
         debug_assert_eq!(destinations.len(), weights.len());
         let places: Box<[u32]> = destinations.iter().map(|d| d.signals.number()).collect();
-        let run = places.first().copied().filter(|&first| {
-            places
-                .iter()
-                .enumerate()
-                .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64)
-        });
+        let run = places
+            .first()
+            .copied()
+            .filter(|&first| {
+                places
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &place)| u64::from(place) == u64::from(first) + k as u64)
+            })
+            .unwrap_or(NO_RUN);
         let mut chunks: Vec<Option<Arc<Chunk>>> = Vec::new();
         for d in &destinations {
             let chunk = d.signals.chunk();
@@ -346,9 +347,10 @@ impl Group {
     /// The place in the cluster's signal pool of the destination at `index`.
     #[inline]
     pub(crate) fn place(&self, index: usize) -> u32 {
-        match self.run {
-            Some(first) => first + index as u32,
-            None => self.places[index],
+        if self.run != NO_RUN {
+            self.run + index as u32
+        } else {
+            self.places[index]
         }
     }
 
@@ -500,16 +502,20 @@ impl<'a> PickView<'a> {
         self.group.destination(index).in_flight()
     }
 
-    /// Two choices by the shared in-flight counts of a group of `n`: the index of the one with
-    /// fewer in flight (ties to the first drawn) and its place. A select rather than a branch:
-    /// under real load the comparison goes either way.
+    /// Two choices by in-flight counts in a group of `n`: the index of the one with fewer in
+    /// flight (ties to the first drawn) and its place. A select rather than a branch: under real
+    /// load the comparison goes either way.
     #[inline(always)]
     fn two_choices(&self, n: usize) -> (usize, u32) {
         let group = self.group;
         let (i, j) = self.two_random_indices(n);
         let (place_i, place_j) = (group.place(i), group.place(j));
-        let load = |place| group.shared_count(place).load(Ordering::Relaxed);
-        let j_wins = load(place_j) < load(place_i);
+        let j_wins = if group.shared_counts {
+            let load = |place| group.shared_count(place).load(Ordering::Relaxed);
+            load(place_j) < load(place_i)
+        } else {
+            self.added_up(j) < self.added_up(i)
+        };
         [(i, place_i), (j, place_j)][usize::from(j_wins)]
     }
 
