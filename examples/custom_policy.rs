@@ -1,9 +1,14 @@
 //! A custom load-balancing policy, registered by name and chosen from config.
 //!
 //! `Weighted` sends each destination a share of the picks proportional to its weight (a
-//! destination's `Weight` metadata, default 1). It adds up the group's weights once, when the
-//! group changes (`prepare`), so a pick only draws a ticket and finds it. It is registered in a
-//! `PolicyRegistry` under the name `Weighted`, and the cluster asks for it with
+//! destination's `Weight` metadata, default 1). It does what the built-in policies do, through
+//! the same doors: when the group changes, `prepare` returns the group's `Picker`. Where all
+//! weights are equal that is `Picker::Uniform`, a form the engine runs in place (as it runs the
+//! built-ins' forms); otherwise its own picker (`Picker::custom`), which adds up the weights once
+//! so that a pick only draws a ticket and finds it. `signals` says that its picks read no
+//! in-flight counts or latencies, so picks from its clusters write nothing another thread reads
+//! and never read the clock. It is
+//! registered in a `PolicyRegistry` under the name `Weighted`, and the cluster asks for it with
 //! `"LoadBalancingPolicy": "Weighted"`, exactly as it would name a built-in. A config that
 //! misspells it is rejected, and the error lists the known names.
 //!
@@ -24,39 +29,47 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use healthpick::selection::{LoadBalancingPolicy, PickContext, Prepared};
-use healthpick::{Destination, Engine, HealthAwareClient, PolicyRegistry};
+use healthpick::selection::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
+use healthpick::{Engine, HealthAwareClient, PolicyRegistry};
 use tiny_server::TinyServer;
 
 /// Picks each destination with probability proportional to its weight.
 struct Weighted;
 
-/// A group's running weight totals: destination `i` owns the tickets `ends[i - 1]..ends[i]`
-/// (weights in thousandths, so `1.5` counts).
+/// One group's picks: destination `i` owns the tickets `ends[i - 1]..ends[i]` (weights in
+/// thousandths, so `1.5` counts).
 struct Tickets {
     ends: Vec<usize>,
 }
 
+impl Pick for Tickets {
+    /// On every pick: one draw and a binary search.
+    fn pick(&self, view: &PickView<'_>) -> usize {
+        let total = self.ends.last().copied().unwrap_or(0);
+        let ticket = view.random_index(total.max(1));
+        self.ends.partition_point(|&end| end <= ticket)
+    }
+}
+
 impl LoadBalancingPolicy for Weighted {
     /// Once per change of the group, not per pick.
-    fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
-        let ends = group
-            .iter()
-            .scan(0, |total, d| {
-                *total += (d.weight() * 1000.0) as usize;
+    fn prepare(&self, group: &Group) -> Picker {
+        if group.weights().is_none() {
+            // Equal weights: a uniform draw, which the engine runs in place.
+            return Picker::Uniform;
+        }
+        let ends = (0..group.len())
+            .scan(0, |total, i| {
+                *total += (group.weight(i) * 1000.0) as usize;
                 Some(*total)
             })
             .collect();
-        Prepared::new(Tickets { ends })
+        Picker::custom(Tickets { ends })
     }
 
-    fn pick(&self, ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
-        let Some(tickets) = ctx.prepared::<Tickets>() else {
-            return 0;
-        };
-        let total = tickets.ends.last().copied().unwrap_or(0);
-        let ticket = ctx.random_index(total.max(1));
-        tickets.ends.partition_point(|&end| end <= ticket)
+    /// No in-flight counts, no latencies.
+    fn signals(&self) -> Signals {
+        Signals::NONE
     }
 }
 

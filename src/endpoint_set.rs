@@ -27,9 +27,9 @@ use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
 use crate::config::model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig,
 };
-use crate::destination::handle::PickHandle;
 use crate::discovery::runner::{build as build_source, Built, Discovery};
 use crate::discovery::source::PollSource;
+use crate::engine::fast_path::PickHandle;
 use crate::engine::pick::BestEndpoints;
 use crate::engine::publisher::{Publisher, SourceSpec};
 use crate::engine::Engine;

@@ -203,11 +203,11 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError, Diagnostic};
 pub use destination::attributes::DestinationAttributes;
 pub use destination::endpoint::Endpoint;
-pub use destination::handle::PickHandle;
 pub use destination::locality::Locality;
 pub use destination::Destination;
 pub use endpoint_set::{EndpointSet, EndpointSetBuilder, RefreshJob};
 pub use engine::builder::EngineBuilder;
+pub use engine::fast_path::PickHandle;
 pub use engine::pick::BestEndpoints;
 pub use engine::runtime::CONFIG_SOURCE;
 pub use engine::status::{

@@ -1,11 +1,9 @@
-//! The engine's random source: a fast per-thread generator by default, or one seeded generator
-//! for reproducible runs (tests, the simulator).
+//! The engine's random source: a fast generator of each thread's own by default, or one seeded
+//! generator for reproducible runs (tests, the simulator).
 //!
-//! A per-thread generator is WyRand (`fastrand`'s): one word of state in a `Cell`, an add, a
-//! multiply and an xor a draw, with no borrow flag to check; a pick draws once (two indices come
-//! from one draw). It is cheaper a pick than a Xoshiro256++ (`SmallRng`, four words of state
-//! behind a `RefCell`). Seeded sources use `SmallRng`: a seed fixes the sequence of
-//! picks.
+//! A thread's own generator is WyRand (`fastrand`'s): one word of state in a `Cell`, so a draw
+//! takes no lock and writes nothing another thread reads. A seeded source is one `SmallRng`
+//! behind a lock, shared by every thread: a seed then gives the same picks in every run.
 
 use std::cell::Cell;
 
@@ -14,8 +12,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 thread_local! {
-    /// This thread's generator for draws off the pick path and for picks from inside a pick
-    /// (a pick draws from the one its pick cache keeps).
+    /// This thread's generator for draws off the pick path and for picks from inside a pick (a
+    /// pick draws from the one its pick cache keeps beside it).
     static THREAD_RNG: LocalRng = LocalRng::new();
 }
 
@@ -28,7 +26,7 @@ impl LocalRng {
     }
 
     /// 64 uniform random bits.
-    #[inline(always)]
+    #[inline]
     pub fn next_u64(&self) -> u64 {
         let mut rng = fastrand::Rng::with_seed(self.0.get());
         let draw = rng.u64(..);
@@ -51,28 +49,16 @@ impl RandomSource {
     }
 
     /// Uniform in `0..n`; 0 when `n` is 0 (as [`Draws::index`]).
-    #[inline]
     pub fn index(&self, n: usize) -> usize {
-        Draws::Source(self).index(n)
+        with_thread_generator(|own| self.draws(own).index(n))
     }
 
-    /// 64 uniform random bits.
-    #[inline]
-    pub fn next_u64(&self) -> u64 {
-        match self {
-            RandomSource::PerThread => THREAD_RNG.with(LocalRng::next_u64),
-            RandomSource::Seeded(rng) => rng.lock().next_u64(),
-        }
-    }
-
-    /// The draws of one pick made with `own`, a generator of the picking thread's own: that one
-    /// for a per-thread source, the seeded generator otherwise. (The pick path tells the two
-    /// apart once a pick, in `engine/table.rs` `with_snapshot`, rather than calling this.)
+    /// The draws of one pick made by a thread whose own generator is `own`.
     #[inline]
     pub fn draws<'a>(&'a self, own: &'a LocalRng) -> Draws<'a> {
         match self {
             RandomSource::PerThread => Draws::Own(own),
-            RandomSource::Seeded(_) => Draws::Source(self),
+            RandomSource::Seeded(rng) => Draws::Seeded(rng),
         }
     }
 }
@@ -86,25 +72,24 @@ pub(crate) fn with_thread_generator<R>(f: impl FnOnce(&LocalRng) -> R) -> R {
 /// Where one pick's random draws come from.
 #[derive(Clone, Copy)]
 pub(crate) enum Draws<'a> {
-    /// A generator of the picking thread's own: the one beside its pick cache, or its
-    /// thread-local one for a pick from inside a pick.
+    /// The picking thread's own generator.
     Own(&'a LocalRng),
-    /// The engine's source: its seeded generator, or this thread's.
-    Source(&'a RandomSource),
+    /// The engine's seeded generator.
+    Seeded(&'a Mutex<SmallRng>),
 }
 
 impl Draws<'_> {
     /// 64 uniform random bits.
-    #[inline(always)]
+    #[inline]
     pub fn next_u64(self) -> u64 {
         match self {
             Draws::Own(rng) => rng.next_u64(),
-            Draws::Source(source) => source.next_u64(),
+            Draws::Seeded(rng) => rng.lock().next_u64(),
         }
     }
 
     /// Uniform in `0..n`; 0 when `n` is 0. See [`scaled_index`].
-    #[inline(always)]
+    #[inline]
     pub fn index(self, n: usize) -> usize {
         if n <= 1 {
             return 0;
@@ -113,47 +98,43 @@ impl Draws<'_> {
     }
 
     /// Two distinct uniform indices in `0..n`; `(0, 0)` when `n` < 2. See [`two_distinct_of`].
-    #[inline(always)]
+    #[inline]
     pub fn two_distinct(self, n: usize) -> (usize, usize) {
         if n < 2 {
             return (0, 0);
         }
-        let Ok(n32) = u32::try_from(n) else {
-            return self.two_distinct_wide(n);
-        };
-        two_distinct_of(self.next_u64(), n32)
+        match u32::try_from(n) {
+            Ok(n) => two_distinct_of(self.next_u64(), n),
+            Err(_) => self.two_distinct_wide(n),
+        }
     }
 
     /// [`two_distinct`](Self::two_distinct) for groups of 2^32 destinations or more.
     #[cold]
+    #[inline(never)]
     fn two_distinct_wide(self, n: usize) -> (usize, usize) {
         let i = self.index(n);
-        let mut j = self.index(n - 1);
-        if j >= i {
-            j += 1;
-        }
-        (i, j)
+        let j = self.index(n - 1);
+        (i, j + usize::from(j >= i))
     }
 }
 
 /// `draw` scaled to `0..n` by a multiply and a shift (Lemire's method without the rejection
-/// step): no division and no second draw on the pick path. The bias this leaves is below
-/// `n / 2^64` per index, far below what any load balancer could notice.
-#[inline(always)]
+/// step): no division and no second draw. The bias this leaves is below `n / 2^64` per index,
+/// far below what any load balancer could notice.
+#[inline]
 fn scaled_index(draw: u64, n: usize) -> usize {
     ((u128::from(draw) * n as u128) >> 64) as usize
 }
 
 /// Two distinct indices in `0..n` (`n` >= 2) from one 64-bit draw: each 32-bit half is scaled
-/// to its range by a multiply and a shift (Lemire's method without the rejection step), `i` from
-/// the high half over `0..n`, `j` from the low half over `0..n-1`, skipping `i`. No division on
-/// the pick path; the bias this leaves is below `n / 2^32` per index (under 3 parts per million
-/// at 10,000 destinations).
-#[inline(always)]
+/// to its range by a multiply and a shift, `i` from the high half over `0..n`, `j` from the low
+/// half over `0..n-1`, skipping `i`. The bias this leaves is below `n / 2^32` per index (under 3
+/// parts per million at 10,000 destinations).
+#[inline]
 fn two_distinct_of(draw: u64, n: u32) -> (usize, usize) {
     let i = ((draw >> 32) * u64::from(n)) >> 32;
     let j = ((draw & 0xffff_ffff) * u64::from(n - 1)) >> 32;
-    // Skip `i` without a branch: it would be taken at random, so mispredicted half the time.
     let j = j + u64::from(j >= i);
     (i as usize, j as usize)
 }
@@ -183,10 +164,11 @@ mod tests {
 
     #[test]
     fn two_distinct_covers_every_ordered_pair_and_never_repeats() {
-        let rng = RandomSource::seeded(7);
+        let source = RandomSource::seeded(7);
+        let own = LocalRng::new();
         let mut seen = [[0u32; 4]; 4];
         for _ in 0..4000 {
-            let (i, j) = Draws::Source(&rng).two_distinct(4);
+            let (i, j) = source.draws(&own).two_distinct(4);
             assert_ne!(i, j);
             seen[i][j] += 1;
         }

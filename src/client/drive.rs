@@ -20,8 +20,8 @@ use super::call_timer::CallTimer;
 use super::failover::{Attempt, Failover};
 use super::retry::FailureKind;
 use super::span::{CallSpan, Resend};
-use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
+use crate::engine::fast_path::PickHandle;
 
 /// A response as the driver reads it.
 pub(crate) trait Reply: Send {

@@ -20,8 +20,8 @@ use super::budget::share_amount;
 use super::hedging::{HedgeDelay, Hedging, Latencies};
 use super::retry::{AttemptCount, Budgets, ClusterBudget, FailureKind};
 use super::timeouts::Timeouts;
-use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
+use crate::engine::fast_path::PickHandle;
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
@@ -499,14 +499,19 @@ async fn warm_pick(
 }
 
 /// One attempt in flight: reports `Cancelled` (a success) if it is dropped before it
-/// ended: the caller dropped the call, or a hedge answered first.
+/// ended: the caller dropped the call, or a hedge answered first. Every outcome it reports
+/// carries how long the attempt took, for the destination's latency estimate.
 pub(crate) struct Attempt {
     pick: Option<PickHandle>,
+    started: Instant,
 }
 
 impl Attempt {
     pub fn new(pick: PickHandle) -> Self {
-        Attempt { pick: Some(pick) }
+        Attempt {
+            pick: Some(pick),
+            started: Instant::now(),
+        }
     }
 
     fn pick(&self) -> &PickHandle {
@@ -535,15 +540,18 @@ impl Attempt {
     /// Reports a response with `status`; the destination stays in flight until the returned
     /// handle is dropped.
     pub fn answered(self, status: u16) -> PickHandle {
+        let took = self.started.elapsed();
         let pick = self.end();
-        pick.report(RequestOutcome::Status(status));
+        pick.report_took(RequestOutcome::Status(status), took);
         pick
     }
 
-    /// Reports a transport failure; returns the destination.
+    /// Reports a transport failure (a timeout included: it counts with the time it took);
+    /// returns the destination.
     pub fn failed(self) -> Arc<Destination> {
+        let took = self.started.elapsed();
         let pick = self.end();
-        pick.report(RequestOutcome::TransportFailure);
+        pick.report_took(RequestOutcome::TransportFailure, took);
         pick.destination_arc()
     }
 

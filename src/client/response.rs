@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use super::call_timer::CallTimer;
 use super::drive::{bounded, race, Elapsed};
 use super::error::{AttemptFailure, ClientError};
-use crate::destination::handle::PickHandle;
 use crate::destination::Destination;
+use crate::engine::fast_path::PickHandle;
 use crate::health::outcome::RequestOutcome;
 
 /// A response from a destination. The destination stays in flight until the body is read or

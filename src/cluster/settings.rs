@@ -7,16 +7,15 @@ use std::time::Duration;
 
 use crate::config::discovery::LocalityTiers;
 use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionOptions};
+use crate::destination::latency::LatencySettings;
 use crate::destination::locality::Locality;
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::state::HealthState;
 use crate::policy::active::ActivePolicyContext;
 use crate::policy::available::AvailablePolicyContext;
-use crate::policy::healthy_or_panic;
 use crate::policy::passive::PassivePolicyContext;
 use crate::policy::registry::ResolvedPolicies;
-use crate::selection::direct;
 
 /// What a cluster runs with: fixed until the next configuration change.
 pub(crate) struct ClusterSettings {
@@ -40,8 +39,10 @@ pub(crate) struct ClusterSettings {
     /// How long one attempt of a request to the cluster may take, when the cluster sets it
     /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
     pub activity_timeout: Option<Duration>,
-    /// The cluster's available-destinations and load-balancing policies are built-ins, which
-    /// treat a passive Unknown destination exactly as a passive Healthy one (see
+    /// How its destinations' latency estimates decay, and what they are before a sample.
+    pub latency: LatencySettings,
+    /// The cluster's available-destinations policy treats a passive Unknown destination exactly
+    /// as a passive Healthy one (see
     /// [`passive_change_keeps_snapshot`](Self::passive_change_keeps_snapshot)).
     usable_passive_changes_keep_snapshot: bool,
 }
@@ -109,9 +110,10 @@ impl ClusterSettings {
         options: HealthPolicyOptions,
         locality: Option<LocalityRule>,
     ) -> Self {
+        // A load-balancing policy prepares only when the best group changes, which such a
+        // change never does: the group ranks passive Unknown and Healthy alike.
         let usable_passive_changes_keep_snapshot =
-            healthy_or_panic::is_built_in(&*policies.available.policy)
-                && direct::is_built_in(&*policies.load_balancing.policy);
+            policies.available.policy.passive_unknown_is_healthy();
         ClusterSettings {
             usable_passive_changes_keep_snapshot,
             id: Arc::from(config.id()),
@@ -126,6 +128,7 @@ impl ClusterSettings {
             reset_passive_on_recovery: config.reset_passive_on_recovery(),
             outlier_detection: config.outlier_detection(),
             activity_timeout: config.activity_timeout_setting(),
+            latency: LatencySettings::default(),
             config: Arc::new(config.clone()),
             policies,
             options,

@@ -6,14 +6,11 @@
 use std::sync::Arc;
 
 use super::settings::ClusterSettings;
-use crate::destination::pick_group::PickGroup;
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
-use crate::selection::balancing::Prepared;
-use crate::selection::direct::Direct;
+use crate::selection::balancing::{ClusterCounter, Group, Picker, Signals};
 use crate::selection::group::best_group;
-use crate::selection::round_robin_counter::RoundRobinCounter;
 
 /// Everything a pick, the status view and the prober read about one cluster.
 pub(crate) struct ClusterSnapshot {
@@ -23,19 +20,18 @@ pub(crate) struct ClusterSnapshot {
     pub members: Vec<Arc<Destination>>,
     /// Available destinations, in member order.
     pub available: Vec<Arc<Destination>>,
-    /// The best group, with where its destinations count in flight. Each thread that picks
-    /// from it holds a ticket to it (see `destination/handle.rs`), renewed when a new snapshot
-    /// replaces it.
-    pub best: Arc<PickGroup>,
+    /// The best group, with where its destinations' load signals are. Each thread that picks
+    /// from it holds a ticket to it (see `engine/fast_path.rs`), renewed when the group changes.
+    pub best: Arc<Group>,
     /// The best group's health class; `None` when nothing is available.
     pub best_class: Option<HealthClass>,
     pub panic: bool,
     /// What the load-balancing policy prepared for `best`.
-    pub prepared: Prepared,
-    /// How picks from `best` are made (a built-in policy called in place, or the policy object).
-    pub direct: Direct,
-    /// The cluster's round-robin counter, shared by all its snapshots.
-    pub counter: Arc<RoundRobinCounter>,
+    pub picker: Picker,
+    /// The load signals the policy's picks read.
+    pub signals: Signals,
+    /// The cluster's counter for picks off the pick path, shared by all its snapshots.
+    pub counter: Arc<ClusterCounter>,
     /// Active checks are on and the first-pick warm-up is not over: the first picks wait.
     pub warming: bool,
     /// Active checks are on and some member has not had its first probe result yet: until then
@@ -45,8 +41,7 @@ pub(crate) struct ClusterSnapshot {
     pub discovery_pending: bool,
 }
 
-/// Where a cluster stands in its first probes and its sources' first answers
-///.
+/// Where a cluster stands in its first probes and its sources' first answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct WarmUp {
     /// The first picks still wait: no destination of the best tier that can still succeed has
@@ -60,27 +55,44 @@ pub(crate) struct WarmUp {
 
 impl ClusterSnapshot {
     /// Runs the cluster's available-destinations policy over `members`, finds the best group and
-    /// lets the load balancer prepare for it.
+    /// lets the load balancer prepare for it. When the best group is the one `previous` picked
+    /// from (same destinations, weights and policy), it is kept with its picker, and so are the
+    /// threads' tickets to it.
     pub fn build(
         settings: Arc<ClusterSettings>,
         members: Vec<Arc<Destination>>,
-        counter: Arc<RoundRobinCounter>,
+        counter: Arc<ClusterCounter>,
         warm_up: WarmUp,
+        previous: Option<&ClusterSnapshot>,
     ) -> Self {
         let ctx = settings.available_context(warm_up.first_probes_pending);
         let availability = settings.policies.available.policy.available(&ctx, &members);
         let (best, best_class) = best_group(&ctx, &availability.destinations);
-        let policy = &*settings.policies.load_balancing.policy;
-        let prepared = policy.prepare(&best);
-        let direct = Direct::of(policy, &prepared);
+        let policy = &settings.policies.load_balancing.policy;
+        let signals = policy.signals();
+        let latency = settings.latency;
+        let weights: Vec<f64> = best.iter().map(|d| d.weight()).collect();
+        let kept = previous.filter(|p| {
+            Arc::ptr_eq(&p.settings.policies.load_balancing.policy, policy)
+                && p.best
+                    .same_as(&best, &weights, signals.reads_in_flight(), &latency)
+        });
+        let (best, picker) = match kept {
+            Some(previous) => (previous.best.clone(), previous.picker.clone()),
+            None => {
+                let group = Group::new(best, weights, signals.reads_in_flight(), latency);
+                let picker = policy.prepare(&group);
+                (Arc::new(group), picker)
+            }
+        };
         ClusterSnapshot {
             members,
             available: availability.destinations,
-            best: Arc::new(PickGroup::new(best)),
+            best,
             best_class,
             panic: availability.panic,
-            prepared,
-            direct,
+            picker,
+            signals,
             counter,
             warming: warm_up.warming,
             first_probes_pending: warm_up.first_probes_pending,
@@ -102,6 +114,7 @@ impl ClusterSnapshot {
             self.members.clone(),
             self.counter.clone(),
             warm_up,
+            Some(self),
         )
     }
 
@@ -121,16 +134,18 @@ impl ClusterSnapshot {
 
     /// No members at all: what a cluster holds before its first publication and after it left
     /// the engine.
-    pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<RoundRobinCounter>) -> Self {
+    pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<ClusterCounter>) -> Self {
+        let group = Group::default();
+        let picker = settings.policies.load_balancing.policy.prepare(&group);
         ClusterSnapshot {
+            signals: settings.policies.load_balancing.policy.signals(),
             settings,
             members: Vec::new(),
             available: Vec::new(),
-            best: Arc::default(),
+            best: Arc::new(group),
             best_class: None,
             panic: false,
-            prepared: Prepared::none(),
-            direct: Direct::Policy,
+            picker,
             counter,
             warming: false,
             first_probes_pending: false,

@@ -1,19 +1,18 @@
-//! A destination at run time: one instance of a cluster, with its identity, its
-//! current attributes, its health, the policies' own data, and its in-flight count; and the
-//! handle a pick returns.
+//! A destination at run time: one instance of a cluster, with its identity, its current
+//! attributes, its health, the policies' own data, and where its load signals are (its
+//! in-flight count and latency estimate, kept in its cluster's signal pool).
 //!
 //! A destination is the same object for as long as its source keeps publishing its key at the
 //! same address: a change of tier, weight, metadata or Host replaces only its attributes, so its
-//! health, policy data, in-flight count and pending reactivation carry on. A new address under the
+//! health, policy data, load signals and pending reactivation carry on. A new address under the
 //! same key is a new destination (Kubernetes reuses addresses; health starts over).
 
 pub(crate) mod attributes;
 pub(crate) mod endpoint;
-pub(crate) mod handle;
-pub(crate) mod in_flight;
+pub(crate) mod latency;
 pub(crate) mod locality;
 pub(crate) mod outcome_window;
-pub(crate) mod pick_group;
+pub(crate) mod signals;
 pub(crate) mod state;
 pub(crate) mod success_credit;
 
@@ -26,8 +25,8 @@ use url::Url;
 use crate::uri::request_url;
 
 use self::attributes::DestinationAttributes;
-use self::in_flight::InFlight;
 use self::outcome_window::OutcomeWindow;
+use self::signals::Place;
 use self::state::{DestinationRecords, DestinationState, HealthRecord};
 use self::success_credit::SuccessCredit;
 use crate::health::outcome::RequestOutcome;
@@ -36,8 +35,25 @@ use crate::health::state::HealthParts;
 /// Where a destination's request outcomes go: its cluster at run time, which hands them to the
 /// passive policy and the health updater. A destination never names what implements it.
 pub(crate) trait OutcomeSink: Send + Sync {
-    /// One finished request to `destination`.
-    fn request_completed(&self, destination: &Arc<Destination>, outcome: RequestOutcome);
+    /// One finished request to `destination`; `latency`: how long it took, when measured.
+    fn request_completed(
+        &self,
+        destination: &Arc<Destination>,
+        outcome: RequestOutcome,
+        latency: Latency,
+    );
+}
+
+/// How long a finished request took, as far as its reporter knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Latency {
+    /// Not measured: the cluster's policy reads no latency, or the reporter did not time it.
+    Unknown,
+    /// It started when the engine clock showed this many microseconds (modulo 2^40, as a
+    /// pick handle keeps it) and ends now: a pick handle's report.
+    Since(u64),
+    /// It took this long (an attempt the wrapped client timed).
+    Took(std::time::Duration),
 }
 
 /// Where a destination's outcomes go, behind one thin pointer (one per cluster and change of
@@ -46,25 +62,19 @@ pub(crate) struct Sink(pub Arc<dyn OutcomeSink>);
 
 /// One destination of a cluster, as the engine routes to it.
 // Three parts, by how often a request touches them:
-// - this block, what the usual outcome touches and what a policy reads counts through: its
-//   in-flight count's place in the cluster's pool of counts (see `in_flight.rs`), the successes
-//   it may count without a lock (see `success_credit.rs`) and where outcomes go; 56 bytes with
-//   the reference counts, a 64-byte heap chunk. A pick does not touch it at all: it
-//   writes the count in the pool and its thread's ticket (see `handle.rs`);
+// - this block, what an outcome touches: where its signals are in the cluster's pool
+//   (`signals.rs`), the successes it may count without a lock (`success_credit.rs`) and where
+//   outcomes go; small enough for one 64-byte heap chunk with the reference counts. A pick does
+//   not touch it: it writes a count in the pool and its thread's ticket;
 // - the warm part, what an outcome that takes the lock reads and writes: the health and the
-//   outcome window (72 bytes, an 80-byte chunk; with feature `metrics` also the handles a pick
-//   updates, so that a pick reaches them as directly as an outcome reaches the window);
+//   outcome window (with feature `metrics` also the handles a pick updates);
 // - the cold part, which no request reads: URLs, ids, attributes, policy data, bookkeeping.
 // The engine allocates a cluster's new cold parts, then its new warm parts, then its new blocks,
 // each in a run of its own, so that a request whose success needs no verdict stays within the
 // blocks' run.
-//
-// The block's fields are in a fixed order (`repr(C)`): the count's place (read by policies that
-// read counts through the destination, and by the status view), then the success credit an
-// outcome updates, then the two pointers it reads.
 #[repr(C)]
 pub struct Destination {
-    pub(crate) in_flight: InFlight,
+    pub(crate) signals: Place,
     credit: SuccessCredit,
     sink: Arc<Sink>,
     part: Box<WarmPart>,
@@ -107,9 +117,9 @@ impl Destination {
     /// A new destination with no requests in flight. The engine builds a cluster's new
     /// destinations' cold parts first, their warm parts next and their blocks last, so that
     /// each kind sits together.
-    pub(crate) fn new(part: Box<WarmPart>, in_flight: InFlight, sink: Arc<Sink>) -> Self {
+    pub(crate) fn new(part: Box<WarmPart>, signals: Place, sink: Arc<Sink>) -> Self {
         Destination {
-            in_flight,
+            signals,
             sink,
             credit: SuccessCredit::default(),
             part,
@@ -245,7 +255,7 @@ impl Destination {
     /// Requests in flight to this destination: picks whose handle is not dropped yet.
     #[inline]
     pub fn in_flight(&self) -> usize {
-        self.in_flight.get()
+        self.signals.in_flight()
     }
 
     /// Whether it has left its cluster (it gets no new picks; requests in flight finish).
@@ -254,8 +264,8 @@ impl Destination {
     }
 
     /// Hands one finished request's outcome to the cluster.
-    pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome) {
-        self.sink.0.request_completed(self, outcome);
+    pub(crate) fn report(self: &Arc<Self>, outcome: RequestOutcome, latency: Latency) {
+        self.sink.0.request_completed(self, outcome, latency);
     }
 }
 
@@ -303,7 +313,7 @@ mod tests {
     fn the_block_is_56_bytes_and_the_warm_part_72() {
         assert_eq!(std::mem::size_of::<Destination>() + 16, 56);
         // The count's place comes first, then what an outcome updates (see the type's notes).
-        assert_eq!(std::mem::offset_of!(Destination, in_flight), 0);
+        assert_eq!(std::mem::offset_of!(Destination, signals), 0);
         assert_eq!(std::mem::offset_of!(Destination, credit), 16);
         // With feature `metrics` the pick's two metric handles join it.
         let handles = if cfg!(feature = "metrics") { 32 } else { 0 };

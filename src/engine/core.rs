@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::hub::Hub;
 use super::status::ConfigRejection;
-use super::table::{load, with_snapshot, ClusterTable, Picking, TableCell};
+use super::table::{load, ClusterTable, TableCell};
 use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::config::model::HealthPolicyOptions;
@@ -64,13 +64,6 @@ impl EngineCore {
     /// The current snapshot of `cluster` (off the pick path).
     pub fn snapshot(&self, cluster: &str) -> Option<Guard<Arc<ClusterSnapshot>>> {
         load(&self.table, cluster)
-    }
-
-    /// Runs `f` on the current snapshot of `cluster`, through this thread's pick cache (the
-    /// pick path).
-    #[inline(always)]
-    pub fn with_snapshot<R>(&self, cluster: &str, f: impl FnOnce(Option<Picking<'_>>) -> R) -> R {
-        with_snapshot(&self.table, cluster, &self.rng, f)
     }
 }
 

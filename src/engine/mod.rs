@@ -21,6 +21,7 @@
 
 pub(crate) mod builder;
 pub(crate) mod core;
+pub(crate) mod fast_path;
 pub(crate) mod guard;
 pub(crate) mod hub;
 #[cfg(feature = "metrics")]
@@ -43,14 +44,14 @@ use tokio::sync::{broadcast, watch};
 
 use self::builder::EngineBuilder;
 use self::core::EngineCore;
+use self::fast_path::PickHandle;
 use self::runtime::ClusterRuntime;
 use self::updater::ProbeBatch;
 use crate::clock::Clock;
 use crate::cluster::settings::Probing;
 use crate::config::diagnostics::ConfigError;
 use crate::config::model::{ClusterConfig, Config};
-use crate::destination::handle::PickHandle;
-use crate::destination::Destination;
+use crate::destination::{Destination, Latency};
 use crate::error::PickError;
 use crate::events::HealthEvent;
 use crate::health::outcome::RequestOutcome;
@@ -240,7 +241,8 @@ impl Engine {
         destination: &str,
         outcome: RequestOutcome,
     ) -> Result<(), PickError> {
-        self.find_destination(cluster, destination)?.report(outcome);
+        self.find_destination(cluster, destination)?
+            .report(outcome, Latency::Unknown);
         Ok(())
     }
 

@@ -1,23 +1,17 @@
-//! Picks: the best group of a cluster's current snapshot, then its load-balancing
-//! policy. A pick loads one snapshot without locks, writes only its destination's in-flight count
-//! and its thread's ticket, and allocates nothing but, on a thread's first pick after the
-//! cluster's best group changed, that thread's ticket to it; only the first picks of a cluster
-//! with active checks may wait, for its first probe round.
+//! Picks: the engine's ways to choose a destination. Every one goes through the pick path
+//! (`fast_path.rs`): the best group of a cluster's current snapshot, then its load-balancing
+//! policy. Only the first picks of a cluster with active checks may wait, for its first probes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::table::{Counter, Picking};
+use super::fast_path::{self, pick_from_group, with_pick, Miss, PickHandle, Picked, Picking};
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
-use crate::destination::handle::{PickHandle, Ticket};
-use crate::destination::pick_group::PickGroup;
 use crate::destination::Destination;
 use crate::error::PickError;
 use crate::health::state::HealthClass;
-use crate::rng::Draws;
-use crate::selection::balancing::Prepared;
-use crate::selection::direct::Direct;
+use crate::selection::balancing::Group;
 use crate::selection::group::best_group_excluding;
 
 /// The best group of a cluster with its summary status.
@@ -32,15 +26,6 @@ pub struct BestEndpoints {
     pub panic: bool,
 }
 
-/// Why a pick found nothing, in one byte (see [`Picked`]). The error with its strings is built
-/// only on the way out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Miss {
-    UnknownCluster,
-    NoAvailableDestinations,
-    DiscoveryPending,
-}
-
 impl Miss {
     /// The error this miss of a pick from `cluster` reports.
     #[cold]
@@ -51,43 +36,9 @@ impl Miss {
             Miss::UnknownCluster => PickError::UnknownCluster { cluster },
             Miss::NoAvailableDestinations => PickError::NoAvailableDestinations { cluster },
             Miss::DiscoveryPending => PickError::DiscoveryPending { cluster },
+            // Callers that ask not to pick while warming never make this an error.
+            Miss::Warming => PickError::NoAvailableDestinations { cluster },
         }
-    }
-}
-
-/// A pick as it leaves the pick cache's closure: the handle, or why there is none. Two words
-/// (the handle's ticket, null for a miss, and its slot), each written and read back whole: the
-/// lookup is out of line and returns it through memory, and a load that does not match the
-/// store before it stalls store forwarding. A `Result<PickHandle, PickError>` (48 bytes), or a
-/// slot of two 4-byte fields read back as one word, would stall that way on every pick.
-pub(crate) struct Picked(Result<PickHandle, Miss>);
-
-impl Picked {
-    #[inline]
-    fn hit(handle: PickHandle) -> Self {
-        Picked(Ok(handle))
-    }
-
-    #[inline]
-    fn miss(miss: Miss) -> Self {
-        Picked(Err(miss))
-    }
-
-    /// The handle, or the error of a pick from `cluster` that found nothing.
-    #[inline]
-    fn into_result(self, cluster: &str) -> Result<PickHandle, PickError> {
-        self.0.map_err(|miss| miss.error(cluster))
-    }
-}
-
-/// Why a cluster has nothing to pick: a source it waits for has not answered, or nothing it has
-/// is available.
-#[cold]
-fn nothing_to_pick(snapshot: &ClusterSnapshot) -> Miss {
-    if snapshot.discovery_pending && snapshot.members.is_empty() {
-        Miss::DiscoveryPending
-    } else {
-        Miss::NoAvailableDestinations
     }
 }
 
@@ -107,83 +58,60 @@ impl Engine {
     /// [`PickError::UnknownCluster`] when no cluster has that id.
     #[inline]
     pub fn pick_endpoint(&self, cluster: &str) -> Result<PickHandle, PickError> {
-        self.core
-            // Inlined into the pick cache's lookup: LLVM would not inline a closure this big.
-            .with_snapshot(
-                cluster,
-                #[inline(always)]
-                |picking| self.pick_from(picking),
-            )
-            .into_result(cluster)
+        self.pick(cluster, None)
+    }
+
+    /// [`pick_endpoint`](Self::pick_endpoint) for a request that carries an affinity key: the
+    /// cluster's policy reads it ([`PickView::key`](crate::selection::PickView::key)).
+    ///
+    /// # Errors
+    /// As [`pick_endpoint`](Self::pick_endpoint).
+    #[inline]
+    pub fn pick_endpoint_for_key(
+        &self,
+        cluster: &str,
+        key: impl AsRef<[u8]>,
+    ) -> Result<PickHandle, PickError> {
+        self.pick(cluster, Some(key.as_ref()))
+    }
+
+    /// Inlined into the caller, so that the pick cache's lookup hands its two words over in
+    /// registers (`Picked`) and the caller builds the result in place: a result returned
+    /// through memory and copied out with other widths than it was written stalls the copy.
+    #[inline(always)]
+    fn pick(&self, cluster: &str, key: Option<&[u8]>) -> Result<PickHandle, PickError> {
+        fast_path::pick(&self.core, cluster, key, false)
+            .into_result()
+            .map_err(|miss| miss.error(cluster))
+    }
+
+    /// Runs `f` on what a pick from `cluster` reads, through this thread's pick cache.
+    #[inline]
+    fn with_picking<R>(&self, cluster: &str, f: impl FnOnce(Option<Picking<'_>>) -> R) -> R {
+        with_pick(&self.core.table, cluster, &self.core.rng, f)
     }
 
     /// A pick from what the pick cache found for the cluster (`None`: no such cluster).
-    #[inline(always)]
-    fn pick_from(&self, picking: Option<Picking<'_>>) -> Picked {
+    #[inline]
+    fn pick_from(&self, picking: Option<Picking<'_>>, key: Option<&[u8]>) -> Picked {
         match picking {
-            Some(picking) => self.choose_best(picking),
+            Some(picking) => picking.pick(key, &*self.core.clock),
             None => Picked::miss(Miss::UnknownCluster),
         }
     }
 
-    /// Picks from the best group of the snapshot `picking` read.
-    #[inline(always)]
-    fn choose_best(&self, picking: Picking<'_>) -> Picked {
-        let Picking {
-            snapshot,
-            ticket,
-            counter,
-            rng,
-        } = picking;
-        self.choose(
-            snapshot,
-            ticket,
-            &snapshot.prepared,
-            snapshot.direct,
-            counter,
-            rng,
-        )
-    }
-
-    /// Lets the cluster's load-balancing policy choose in the group `ticket` holds; a single
-    /// destination is returned without consulting it.
-    #[inline(always)]
-    fn choose(
-        &self,
-        snapshot: &ClusterSnapshot,
-        ticket: &Arc<Ticket>,
-        prepared: &Prepared,
-        direct: Direct,
-        counter: Counter<'_>,
-        rng: Draws<'_>,
-    ) -> Picked {
-        let (index, place) = match ticket.counts().len() {
-            0 => return Picked::miss(nothing_to_pick(snapshot)),
-            1 => (0, ticket.counts().place(0)),
-            n => {
-                let policy = &*snapshot.settings.policies.load_balancing.policy;
-                direct.pick(policy, rng, &counter, prepared, ticket, n)
-            }
-        };
-        Picked::hit(PickHandle::new(ticket, index, place))
-    }
-
     /// Lets the cluster's load-balancing policy choose in `group`, a group computed for one
-    /// pick (a retry's): prepared for it now, and counted with the cluster's shared counter.
+    /// pick (a retry's).
     fn choose_in_group(
         &self,
         snapshot: &ClusterSnapshot,
         group: Vec<Arc<Destination>>,
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
-        let policy = &*snapshot.settings.policies.load_balancing.policy;
-        let prepared = policy.prepare(&group);
-        let counter = Counter::Shared(&snapshot.counter);
-        let direct = Direct::of(policy, &prepared);
-        let rng = Draws::Source(&self.core.rng);
-        let ticket = Ticket::new(Arc::new(PickGroup::new(group)));
-        self.choose(snapshot, &ticket, &prepared, direct, counter, rng)
-            .into_result(cluster)
+        let group = Group::of(group, true, *snapshot.best.latency_settings());
+        pick_from_group(snapshot, group, &self.core.rng, &*self.core.clock)
+            .into_result()
+            .map_err(|miss| miss.error(cluster))
     }
 
     /// Picks a destination of `cluster` other than those named in `exclude`: the next best of
@@ -262,19 +190,19 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
-        let picked = self.core.with_snapshot(
-            cluster,
-            #[inline(always)]
-            |picking| match picking {
-                Some(picking) if picking.snapshot.warming => None,
-                Some(picking) => Some((
-                    self.choose_best(picking),
-                    picking.snapshot.settings.activity_timeout,
-                )),
-                None => Some((Picked::miss(Miss::UnknownCluster), None)),
-            },
-        );
-        picked.map(|(picked, timeout)| picked.into_result(cluster).map(|pick| (pick, timeout)))
+        let picked = self.with_picking(cluster, |picking| match picking {
+            Some(picking) if picking.snapshot.warming => None,
+            Some(picking) => {
+                let timeout = picking.snapshot.settings.activity_timeout;
+                Some(
+                    self.pick_from(Some(picking), None)
+                        .into_result()
+                        .map(|pick| (pick, timeout)),
+                )
+            }
+            None => Some(Err(Miss::UnknownCluster)),
+        });
+        picked.map(|picked| picked.map_err(|miss| miss.error(cluster)))
     }
 
     /// The attempt timeout `cluster` sets for requests (`HttpRequest:ActivityTimeout`), if any;
@@ -351,16 +279,10 @@ impl Engine {
         &self,
         cluster: &str,
     ) -> Option<Result<PickHandle, PickError>> {
-        let picked = self.core.with_snapshot(
-            cluster,
-            #[inline(always)]
-            |picking| match picking {
-                Some(picking) if picking.snapshot.warming => None,
-                Some(picking) => Some(self.choose_best(picking)),
-                None => Some(Picked::miss(Miss::UnknownCluster)),
-            },
-        );
-        picked.map(|picked| picked.into_result(cluster))
+        match fast_path::pick(&self.core, cluster, None, true).into_result() {
+            Err(Miss::Warming) => None,
+            picked => Some(picked.map_err(|miss| miss.error(cluster))),
+        }
     }
 
     /// Resolves once every cluster with active checks has finished its first probes (every
@@ -417,11 +339,11 @@ impl Engine {
             .ok_or_else(|| unknown(cluster))?;
         match snapshot.best_class {
             Some(status) if !snapshot.best.is_empty() => Ok(BestEndpoints {
-                destinations: snapshot.best.to_vec(),
+                destinations: snapshot.best.destinations().to_vec(),
                 status,
                 panic: snapshot.panic,
             }),
-            _ => Err(nothing_to_pick(&snapshot).error(cluster)),
+            _ => Err(super::fast_path::nothing_to_pick(&snapshot).error(cluster)),
         }
     }
 }
@@ -466,12 +388,6 @@ mod tests {
         assert!(engine
             .pick_endpoint_for_retry("nope", &["a0"], &[0])
             .is_err());
-    }
-
-    /// A pick leaves the pick cache in two words.
-    #[test]
-    fn a_pick_is_two_words() {
-        assert_eq!(std::mem::size_of::<super::Picked>(), 16);
     }
 
     /// The call's pick carries the cluster's `HttpRequest:ActivityTimeout`.

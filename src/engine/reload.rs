@@ -38,8 +38,8 @@ use crate::config::read::read;
 use crate::config::validate::{sort_in_document_order, validate};
 use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
-use crate::destination::in_flight::CountPool;
 use crate::destination::locality::Locality;
+use crate::destination::signals::SignalPool;
 use crate::destination::state::{DestinationRecords, DestinationState};
 #[cfg(feature = "metrics")]
 use crate::destination::DestinationMetrics;
@@ -420,8 +420,7 @@ impl ClusterRuntime {
             endpoints,
             &taken,
             &sink,
-            // Every destination counts in flight in the cluster's pool (see `in_flight.rs`).
-            &self.counts,
+            &self.signals,
             now,
         );
         book.sources[position].members = merged.members;
@@ -448,7 +447,14 @@ impl ClusterRuntime {
         let warm_up = self.warm_up_after_change(book, &settings, &members, After::Change);
         // Successes granted under other settings (another rate limit or window) need a verdict.
         let regrant = !Arc::ptr_eq(&published, &settings);
-        let snapshot = ClusterSnapshot::build(settings, members, self.counter.clone(), warm_up);
+        let previous = self.cell.load();
+        let snapshot = ClusterSnapshot::build(
+            settings,
+            members,
+            self.counter.clone(),
+            warm_up,
+            Some(&previous),
+        );
         self.publish(Some(hub), book, snapshot, now);
         if regrant {
             for d in book.sources.iter().flat_map(|s| &s.members) {
@@ -517,7 +523,7 @@ fn merge(
     endpoints: Vec<Endpoint>,
     taken: &HashSet<String>,
     sink: &Arc<Sink>,
-    pool: &CountPool,
+    pool: &SignalPool,
     now: Duration,
 ) -> Merged {
     let mut by_key: HashMap<Arc<str>, Arc<Destination>> = previous
@@ -602,13 +608,6 @@ fn merge(
             })),
         })
         .collect();
-    // A cluster's first destinations decide how its counts are laid out (`in_flight.rs`).
-    pool.expect(
-        warmed
-            .iter()
-            .filter(|w| matches!(w, Warmed::New(_)))
-            .count(),
-    );
     let members: Vec<Arc<Destination>> = warmed
         .into_iter()
         .map(|warmed| match warmed {

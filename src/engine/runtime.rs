@@ -15,13 +15,12 @@ use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::config::discovery::RESERVED_SOURCE;
-use crate::destination::in_flight::CountPool;
+use crate::destination::signals::SignalPool;
 use crate::destination::state::StateSlots;
-use crate::destination::{Destination, OutcomeSink};
+use crate::destination::{Destination, Latency, OutcomeSink};
 use crate::health::outcome::RequestOutcome;
 use crate::observer::Observer;
-use crate::selection::direct::count_layout;
-use crate::selection::round_robin_counter::RoundRobinCounter;
+use crate::selection::balancing::ClusterCounter;
 
 #[cfg(feature = "metrics")]
 use super::metrics::ClusterMetrics;
@@ -48,10 +47,10 @@ pub(crate) struct ClusterRuntime {
     pub members_changed: watch::Sender<u64>,
     /// The passive policies' per-cluster data (`PassivePolicyContext::with_cluster_state`).
     pub policy_state: StateSlots,
-    /// The round-robin counter, carried into every snapshot.
-    pub counter: Arc<RoundRobinCounter>,
-    /// The in-flight counts of its destinations, side by side (`destination/in_flight.rs`).
-    pub counts: CountPool,
+    /// The counter for picks off the pick path, carried into every snapshot.
+    pub counter: Arc<ClusterCounter>,
+    /// Its destinations' load signals, side by side (`destination/signals.rs`).
+    pub signals: SignalPool,
     /// Read on every request outcome, so held here rather than behind the engine.
     pub clock: Arc<dyn Clock>,
     pub observer: Option<Arc<dyn Observer>>,
@@ -205,8 +204,7 @@ impl ClusterRuntime {
         observer: Option<Arc<dyn Observer>>,
         hub: Weak<Hub>,
     ) -> Arc<Self> {
-        let counter = Arc::new(RoundRobinCounter::default());
-        let layout = count_layout(&*settings.policies.load_balancing.policy);
+        let counter = Arc::new(ClusterCounter::default());
         #[cfg(feature = "metrics")]
         let metrics = ClusterMetrics::register(&settings.id);
         Arc::new_cyclic(|me| ClusterRuntime {
@@ -219,7 +217,7 @@ impl ClusterRuntime {
             warmed: watch::Sender::new(false),
             members_changed: watch::Sender::new(0),
             policy_state: StateSlots::default(),
-            counts: CountPool::new(layout),
+            signals: SignalPool::default(),
             counter,
             clock,
             observer,
@@ -265,7 +263,12 @@ impl TimerTarget for ClusterRuntime {
 }
 
 impl OutcomeSink for ClusterRuntime {
-    fn request_completed(&self, destination: &Arc<Destination>, outcome: RequestOutcome) {
-        self.outcome(destination, outcome);
+    fn request_completed(
+        &self,
+        destination: &Arc<Destination>,
+        outcome: RequestOutcome,
+        latency: Latency,
+    ) {
+        self.outcome(destination, outcome, latency);
     }
 }

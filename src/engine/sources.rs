@@ -319,8 +319,13 @@ impl ClusterRuntime {
     fn republish(&self, hub: &Hub, book: &mut ClusterBook, now: Duration) {
         let settings = self.cell.load().settings.clone();
         let warm_up = book.warm_up(&settings);
-        let snapshot =
-            ClusterSnapshot::build(settings, book.members(), self.counter.clone(), warm_up);
+        let snapshot = ClusterSnapshot::build(
+            settings,
+            book.members(),
+            self.counter.clone(),
+            warm_up,
+            Some(&self.cell.load()),
+        );
         self.publish(Some(hub), book, snapshot, now);
     }
 

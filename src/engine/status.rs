@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::runtime::ClusterBook;
 use super::Engine;
 use crate::config::discovery::GuardMode;
+use crate::destination::latency;
 use crate::destination::Destination;
 use crate::events::HeldReason;
 use crate::health::state::{DiscoveryHealth, HealthClass, HealthState, ReportedHealth};
@@ -164,6 +165,10 @@ pub struct DestinationStatus {
     pub in_best_group: bool,
     /// Requests in flight.
     pub in_flight: usize,
+    /// Its latency estimate (a peak-sensitive moving average of request latencies) as of its
+    /// last sample; `None` before the first. Fed by the wrapped client, the middleware and the
+    /// tower layer, and by pick handles where the cluster's policy reads latency.
+    pub latency: Option<Duration>,
     /// Engine-clock time of the last health change.
     pub last_change: Option<Duration>,
     /// The last health change and its reason.
@@ -187,8 +192,7 @@ pub struct DestinationStatus {
 }
 
 impl Engine {
-    /// A point-in-time view of every cluster and destination, for dashboards and the CLI
-    ///.
+    /// A point-in-time view of every cluster and destination, for dashboards and the CLI.
     ///
     /// A status taken while a configuration is being applied waits for it to be in force, so
     /// that the clusters and the configuration's generation shown belong together.
@@ -205,8 +209,12 @@ impl Engine {
                 let settings = &snapshot.settings;
                 let available: HashSet<*const Destination> =
                     snapshot.available.iter().map(Arc::as_ptr).collect();
-                let best: HashSet<*const Destination> =
-                    snapshot.best.iter().map(Arc::as_ptr).collect();
+                let best: HashSet<*const Destination> = snapshot
+                    .best
+                    .destinations()
+                    .iter()
+                    .map(Arc::as_ptr)
+                    .collect();
                 let destinations = snapshot
                     .members
                     .iter()
@@ -224,6 +232,7 @@ impl Engine {
                             available: available.contains(&Arc::as_ptr(d)),
                             in_best_group: best.contains(&Arc::as_ptr(d)),
                             in_flight: d.in_flight(),
+                            latency: latency::last_estimate(d.signals.latency()),
                             last_change: record.last_change,
                             last_reason: record.last_reason,
                             last_probe: record.last_probe,

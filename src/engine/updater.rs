@@ -8,14 +8,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::fast_path::{elapsed_since, with_current};
 use super::hub::Hub;
 use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
-use super::table::with_current;
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
+use crate::destination::latency;
 use crate::destination::outcome_window::nanos;
-use crate::destination::Destination;
+use crate::destination::{Destination, Latency};
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
 use crate::health::probe_result::ProbeResult;
@@ -59,10 +60,32 @@ impl ClusterRuntime {
     /// takes the book lock only when the verdict changes the destination's passive health. A
     /// `Success` the destination was granted (see `destination/success_credit.rs`) costs the
     /// clock read and one compare-and-swap in the destination's block, and nothing else.
-    pub(crate) fn outcome(&self, destination: &Arc<Destination>, outcome: RequestOutcome) {
+    pub(crate) fn outcome(
+        &self,
+        destination: &Arc<Destination>,
+        outcome: RequestOutcome,
+        latency: Latency,
+    ) {
         let mut read_at = None;
-        if outcome == RequestOutcome::Success && destination.credit().is_granted() {
+        if latency != Latency::Unknown {
             let now = self.clock.now();
+            let sample = match latency {
+                Latency::Since(started) => elapsed_since(started, now),
+                Latency::Took(took) => took,
+                Latency::Unknown => Duration::ZERO,
+            };
+            with_current(&self.cell, |snapshot| {
+                latency::record(
+                    destination.signals.latency(),
+                    sample,
+                    now,
+                    &snapshot.settings.latency,
+                );
+            });
+            read_at = Some(now);
+        }
+        if outcome == RequestOutcome::Success && destination.credit().is_granted() {
+            let now = read_at.unwrap_or_else(|| self.clock.now());
             if destination.credit().take(nanos(now)) {
                 #[cfg(feature = "metrics")]
                 self.metrics.outcome(outcome);
@@ -756,7 +779,7 @@ mod tests {
             .find(|d| d.id() == id)
             .unwrap()
             .clone();
-        crate::destination::handle::PickHandle::of(d).report(outcome);
+        crate::engine::fast_path::PickHandle::of(d).report(outcome);
     }
 
     /// Under the built-in policies a destination's first verdict (Unknown to Healthy) changes
@@ -791,7 +814,7 @@ mod tests {
         let ejected = snapshot(&engine);
         assert!(!Arc::ptr_eq(&after, &ejected));
         assert_eq!(ejected.best.len(), 1);
-        assert_eq!(ejected.best[0].id(), "b");
+        assert_eq!(ejected.best.destination(0).id(), "b");
     }
 
     /// Admits only destinations judged Healthy: it tells passive Unknown from Healthy.

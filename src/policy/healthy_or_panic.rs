@@ -1,7 +1,6 @@
 //! The built-in available-destinations policies: `HealthyAndUnknown`, and
 //! `HealthyOrPanic` (the default), which lets every destination through when none is healthy.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use super::available::{Availability, AvailableDestinationsPolicy, AvailablePolicyContext};
@@ -29,6 +28,11 @@ impl AvailableDestinationsPolicy for HealthyAndUnknown {
             panic: false,
         }
     }
+
+    /// It excludes only what is Unhealthy.
+    fn passive_unknown_is_healthy(&self) -> bool {
+        true
+    }
 }
 
 /// [`HealthyAndUnknown`], or every destination when that is empty ("panic"): sending traffic to
@@ -52,12 +56,9 @@ impl AvailableDestinationsPolicy for HealthyOrPanic {
             healthy
         }
     }
-}
 
-/// Whether `policy` is one of the built-ins here. They tell destinations apart only by
-/// [`AvailablePolicyContext::is_excluded`], which a passive health of Unknown or Healthy never
-/// sets: a passive change between those two leaves their answer as it was.
-pub(crate) fn is_built_in(policy: &dyn AvailableDestinationsPolicy) -> bool {
-    let policy: &dyn Any = policy;
-    policy.is::<HealthyOrPanic>() || policy.is::<HealthyAndUnknown>()
+    /// It excludes only what is Unhealthy, and panics only when everything is.
+    fn passive_unknown_is_healthy(&self) -> bool {
+        true
+    }
 }

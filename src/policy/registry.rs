@@ -19,15 +19,11 @@ use crate::config::check::{check, PolicyNames};
 use crate::config::diagnostics::{ConfigError, Diagnostic, Diagnostics, Place};
 use crate::config::model::{
     ClusterConfig, Config, DEFAULT_ACTIVE_POLICY, DEFAULT_AVAILABLE_DESTINATIONS,
-    DEFAULT_LOAD_BALANCING, DEFAULT_PASSIVE_POLICY,
+    DEFAULT_PASSIVE_POLICY,
 };
 use crate::ids::eq_ignore_case;
 use crate::selection::balancing::LoadBalancingPolicy;
-use crate::selection::first_alphabetical::FirstAlphabetical;
-use crate::selection::least_requests::LeastRequests;
-use crate::selection::power_of_two::PowerOfTwoChoices;
-use crate::selection::random::Random;
-use crate::selection::round_robin::RoundRobin;
+use crate::selection::built_in_policies;
 
 /// The policies a configuration may name, by kind.
 ///
@@ -76,11 +72,9 @@ impl Default for PolicyRegistry {
         r.register_passive("OutlierDetection", Arc::new(OutlierDetection));
         r.register_available_destinations("HealthyAndUnknown", Arc::new(HealthyAndUnknown));
         r.register_available_destinations(DEFAULT_AVAILABLE_DESTINATIONS, Arc::new(HealthyOrPanic));
-        r.register_load_balancing(DEFAULT_LOAD_BALANCING, Arc::new(PowerOfTwoChoices));
-        r.register_load_balancing("RoundRobin", Arc::new(RoundRobin));
-        r.register_load_balancing("LeastRequests", Arc::new(LeastRequests));
-        r.register_load_balancing("Random", Arc::new(Random));
-        r.register_load_balancing("FirstAlphabetical", Arc::new(FirstAlphabetical));
+        for (name, policy) in built_in_policies() {
+            r.register_load_balancing(name, policy);
+        }
         r
     }
 }

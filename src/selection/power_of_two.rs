@@ -9,77 +9,40 @@
 //! weights, and a loaded one balances requests in flight per unit of weight, as Envoy's weighted
 //! least-request balancer aims to.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
-use super::weights::{self, AliasTable};
-use crate::destination::pick_group::GroupCounts;
-use crate::destination::Destination;
-use crate::rng::Draws;
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker};
+use super::weights::AliasTable;
 
 /// Two distinct random indices i != j (i by weight in a weighted group); fewer in flight (per
 /// unit of weight) wins, ties to i.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PowerOfTwoChoices;
 
-/// The group's weights, in group order, and an alias table drawing in proportion to them.
-struct Weights {
-    weights: Vec<f64>,
+/// Picks of a weighted group: the first candidate by weight.
+struct Weighted {
     table: AliasTable,
 }
 
-impl PowerOfTwoChoices {
-    /// The pick of an unweighted group (length >= 2).
-    #[inline(always)]
-    pub(crate) fn pick_unweighted(rng: Draws<'_>, group: &[Arc<Destination>]) -> usize {
-        Self::pick_by(rng, group.len(), |i| group[i].in_flight())
-    }
-
-    /// The pick of an unweighted group of `n` (>= 2) destinations whose in-flight counts are
-    /// where `counts` says, with the place of the chosen one's count: the two places found for
-    /// the comparison serve the handle too, rather than finding the winner's again after it.
-    #[inline(always)]
-    pub(crate) fn pick_placed(rng: Draws<'_>, n: usize, counts: &GroupCounts) -> (usize, u32) {
-        let (i, j) = rng.two_distinct(n);
-        let (place_i, place_j) = (counts.place(i), counts.place(j));
-        let load = |place| counts.count(place).load(Ordering::Relaxed);
-        // A select rather than a branch: under real load the comparison goes either way.
-        let j_wins = load(place_j) < load(place_i);
-        [(i, place_i), (j, place_j)][usize::from(j_wins)]
-    }
-
-    /// The pick of an unweighted group of `n` (>= 2) destinations whose in-flight counts
-    /// `in_flight` reads.
-    #[inline(always)]
-    pub(crate) fn pick_by(rng: Draws<'_>, n: usize, in_flight: impl Fn(usize) -> usize) -> usize {
-        let (i, j) = rng.two_distinct(n);
-        // A select rather than a branch: under real load the comparison goes either way.
-        let j_wins = in_flight(j) < in_flight(i);
-        [i, j][usize::from(j_wins)]
+impl Pick for Weighted {
+    fn pick(&self, view: &PickView<'_>) -> usize {
+        let i = self.table.index(view.random_u64());
+        let other = view.random_index(view.len() - 1);
+        let j = other + usize::from(other >= i);
+        let (load_i, load_j) = (view.in_flight(i) as f64, view.in_flight(j) as f64);
+        if load_j * view.weight(i) < load_i * view.weight(j) {
+            j
+        } else {
+            i
+        }
     }
 }
 
 impl LoadBalancingPolicy for PowerOfTwoChoices {
-    fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
-        match weights::of(group) {
-            Some(weights) => Prepared::new(Weights {
-                table: AliasTable::new(&weights),
-                weights,
+    fn prepare(&self, group: &Group) -> Picker {
+        match group.weights() {
+            Some(weights) => Picker::custom(Weighted {
+                table: AliasTable::new(weights),
             }),
-            None => Prepared::none(),
+            None => Picker::TwoChoices,
         }
-    }
-
-    fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        let Some(Weights { weights: w, table }) = ctx.prepared::<Weights>() else {
-            return PowerOfTwoChoices::pick_unweighted(ctx.rng, group);
-        };
-        let i = table.index(ctx.random_u64());
-        let other = ctx.random_index(group.len() - 1);
-        let j = other + usize::from(other >= i);
-        let (load_i, load_j) = (group[i].in_flight() as f64, group[j].in_flight() as f64);
-        let j_wins = load_j * w[i] < load_i * w[j];
-        [i, j][usize::from(j_wins)]
     }
 }

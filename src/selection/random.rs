@@ -2,37 +2,29 @@
 //! (uniform when they all weigh the same). The weights become an alias table once per change of
 //! the group, so a pick stays O(1): one random draw.
 
-use std::sync::Arc;
-
-use super::balancing::{LoadBalancingPolicy, PickContext, Prepared};
-use super::weights::{self, AliasTable};
-use crate::destination::Destination;
-use crate::rng::Draws;
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
+use super::weights::AliasTable;
 
 /// Random choice, weighted.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Random;
 
-impl Random {
-    /// The pick of an unweighted group of `n` (>= 2): one uniform index.
-    #[inline(always)]
-    pub(crate) fn pick_unweighted(rng: Draws<'_>, n: usize) -> usize {
-        rng.index(n)
+impl Pick for AliasTable {
+    fn pick(&self, view: &PickView<'_>) -> usize {
+        self.index(view.random_u64())
     }
 }
 
 impl LoadBalancingPolicy for Random {
-    fn prepare(&self, group: &[Arc<Destination>]) -> Prepared {
-        match weights::of(group) {
-            Some(weights) => Prepared::new(AliasTable::new(&weights)),
-            None => Prepared::none(),
+    fn prepare(&self, group: &Group) -> Picker {
+        match group.weights() {
+            Some(weights) => Picker::custom(AliasTable::new(weights)),
+            None => Picker::Uniform,
         }
     }
 
-    fn pick(&self, ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        match ctx.prepared::<AliasTable>() {
-            Some(table) => table.index(ctx.random_u64()),
-            None => Random::pick_unweighted(ctx.rng, group.len()),
-        }
+    /// Picks read no load signal.
+    fn signals(&self) -> Signals {
+        Signals::NONE
     }
 }

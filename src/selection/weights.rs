@@ -1,14 +1,14 @@
-//! Destination weights for the load-balancing policies: read once per change of a
-//! group, when a policy prepares for it, never per pick. A group whose destinations all weigh
-//! the same is unweighted and the policies keep their plain, cheapest form.
+//! Weighted forms of the built-in policies, built once per change of a group (when a policy
+//! prepares for it), never per pick. A group whose destinations all weigh the same is
+//! unweighted and the policies keep their plain, cheapest form.
 //!
 //! - `Random` draws from Vose's alias table: one random index and one coin per pick, O(1).
 //! - `RoundRobin` walks a precomputed cycle in which each destination appears as often as its
 //!   weight (in whole units) in nginx's smooth order: {5, 1, 1} is `a a b a c a a`, not five `a`
 //!   in a row. Groups too large for that order's quadratic construction use the earliest-deadline
 //!   order of Envoy's and gRPC's weighted round robin, equally even over a cycle.
-//! - `PowerOfTwoChoices` compares load per unit of weight, as Envoy's weighted least-request
-//!   balancer does: `j` beats `i` when `w_j / (in_flight_j + 1) > w_i / (in_flight_i + 1)`.
+//! - `PowerOfTwoChoices` draws its first candidate from the alias table and compares load per
+//!   unit of weight, as Envoy's weighted least-request balancer does.
 //!
 //! A weight of 0 means "only when nothing else is left": the best group leaves such a
 //! destination out while it has one of positive weight (`group.rs`); a group that weighs nothing
@@ -16,20 +16,6 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
-
-use crate::destination::Destination;
-
-/// The group's weights, or `None` when they are all equal (an unweighted group).
-pub(crate) fn of(group: &[Arc<Destination>]) -> Option<Vec<f64>> {
-    let weights: Vec<f64> = group.iter().map(|d| d.weight()).collect();
-    let first = *weights.first()?;
-    if weights.iter().all(|w| *w == first) || weights.iter().all(|w| *w <= 0.0) {
-        None
-    } else {
-        Some(weights)
-    }
-}
 
 /// Vose's alias table: pick index `i` uniformly, then keep it if a 32-bit coin is below
 /// `keep[i]`, else take `alias[i]`.

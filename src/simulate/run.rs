@@ -12,7 +12,7 @@ use crate::clock::ManualClock;
 use crate::config::check::check;
 use crate::config::diagnostics::Diagnostic;
 use crate::config::model::HealthPolicyOptions;
-use crate::destination::handle::PickHandle;
+use crate::engine::fast_path::PickHandle;
 use crate::engine::Engine;
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;

@@ -356,6 +356,7 @@ mod tests {
             available: true,
             in_best_group: false,
             in_flight: 0,
+            latency: None,
             last_change: None,
             last_reason: None,
             last_probe: None,

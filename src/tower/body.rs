@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use http_body::{Body, Frame, SizeHint};
 
-use crate::destination::handle::PickHandle;
+use crate::engine::fast_path::PickHandle;
 use crate::health::outcome::RequestOutcome;
 
 pin_project_lite::pin_project! {

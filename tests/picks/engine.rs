@@ -11,7 +11,7 @@ use healthpick::policy::{
     Availability, AvailableDestinationsPolicy, AvailablePolicyContext, PassiveHealthPolicy,
     PassivePolicyContext, PassiveVerdict,
 };
-use healthpick::selection::{LoadBalancingPolicy, PickContext};
+use healthpick::selection::{Group, LoadBalancingPolicy, PickView, Picker};
 use healthpick::{
     Destination, Engine, HealthEvent, HealthEventKind, HealthPart, HealthState, ManualClock,
     PartValue, ProbeResult, Reason, RequestOutcome,
@@ -335,8 +335,8 @@ impl AvailableDestinationsPolicy for PrimariesOnly {
 /// Load balancing: always the last of the group.
 struct Last;
 impl LoadBalancingPolicy for Last {
-    fn pick(&self, _ctx: &PickContext<'_>, group: &[Arc<Destination>]) -> usize {
-        group.len() - 1
+    fn prepare(&self, _group: &Group) -> Picker {
+        Picker::custom(|view: &PickView<'_>| view.len() - 1)
     }
 }
 
@@ -494,18 +494,13 @@ struct CountingPrepare {
     prepared: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-struct Chosen(usize);
-
 impl LoadBalancingPolicy for CountingPrepare {
-    fn prepare(&self, group: &[Arc<Destination>]) -> healthpick::selection::Prepared {
+    fn prepare(&self, group: &Group) -> Picker {
         self.prepared
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // The last destination of the group, found once.
-        healthpick::selection::Prepared::new(Chosen(group.len().saturating_sub(1)))
-    }
-
-    fn pick(&self, ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
-        ctx.prepared::<Chosen>().map_or(0, |c| c.0)
+        let chosen = group.len().saturating_sub(1);
+        Picker::custom(move |_: &PickView<'_>| chosen)
     }
 }
 

@@ -1,9 +1,10 @@
-//! Picks: best-endpoint selection and the load-balancing algorithms, the engine as a whole, and
-//! the endpoint set against real servers.
+//! Picks: best-endpoint selection and the load-balancing algorithms, the doors a policy picks
+//! through, the engine as a whole, and the endpoint set against real servers.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod doors;
 mod endpoint_set;
 mod engine;
 mod selection;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use healthpick::config::{ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig};
-use healthpick::selection::{LoadBalancingPolicy, PickContext};
-use healthpick::{Destination, Engine, HealthClass, PickError, ProbeResult, ReportedHealth};
+use healthpick::selection::{Group, LoadBalancingPolicy, PickView, Picker};
+use healthpick::{Engine, HealthClass, PickError, ProbeResult, ReportedHealth};
 
 /// A cluster `c` with active checks (threshold 1) and destinations `(id, tier)`.
 fn cluster(policy: &str, dests: &[(&str, u32)]) -> Engine {
@@ -240,12 +240,15 @@ fn seeded_engines_pick_the_same_sequence() {
     assert_eq!(sa, sb);
 }
 
-/// Counts its calls; returns index 7 to show out-of-range answers are wrapped, not trusted.
+/// Counts its picks; returns index 7 to show out-of-range answers are wrapped, not trusted.
 struct Counting(Arc<AtomicUsize>);
 impl LoadBalancingPolicy for Counting {
-    fn pick(&self, _ctx: &PickContext<'_>, _group: &[Arc<Destination>]) -> usize {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        7
+    fn prepare(&self, _group: &Group) -> Picker {
+        let calls = self.0.clone();
+        Picker::custom(move |_: &PickView<'_>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            7
+        })
     }
 }
 
@@ -346,10 +349,10 @@ fn retries_move_to_the_next_best_of_the_same_tier_then_the_next_tier() {
     assert_eq!(next(&["a", "b"]).unwrap(), "s");
 }
 
-/// RoundRobin counts on each thread (a pick writes nothing shared but its
-/// count): the first thread that picks sees the exact sequence 0, 1, 2, ... across reloads;
-/// other threads go round the group in whole laps from starts of their own, so each spreads
-/// evenly over it, and none moves the first thread's sequence.
+/// RoundRobin counts on each thread (a pick writes nothing another thread reads): the first
+/// thread that picks sees the exact sequence 0, 1, 2, ... across reloads; other threads go
+/// round the group from starts of their own, so each spreads evenly over it, and none moves the
+/// first thread's sequence.
 #[test]
 fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
     let config = |n: usize| {
@@ -376,7 +379,7 @@ fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
     engine.load_json(&config(4)).unwrap();
     assert_eq!(id(&engine), "d2");
 
-    // Other threads: each covers the group evenly, lap after lap.
+    // Other threads: each covers the group evenly, round after round.
     let counts: Vec<std::collections::BTreeMap<String, usize>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..3)
             .map(|_| {
@@ -401,7 +404,7 @@ fn round_robin_counts_per_thread_and_keeps_the_single_thread_sequence() {
 }
 
 /// A reload that adds or removes another cluster changes the cluster table; the thread's
-/// round-robin cursor for a cluster that stays is kept, so its sequence goes on.
+/// round-robin counter for a cluster that stays is kept, so its sequence goes on.
 #[test]
 fn round_robin_goes_on_across_a_change_of_the_cluster_table() {
     let c = r#""c": {"LoadBalancingPolicy": "RoundRobin", "Destinations": {
@@ -489,18 +492,21 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 }
 
 /// Every pick counts its own destination in flight, whatever the group looks like: its
-/// destinations' counts side by side (every destination of one tier, in order), or spread out
-/// (the best tier's destinations interleaved with another tier's, or one destination missing),
-/// within a cluster's first 1,024 counts or beyond them. Each case holds one handle per destination of the best group, then
-/// checks every destination's count, then drops them.
+/// destinations' places side by side (every destination of one tier, in order: a run), or not
+/// (the best tier's destinations interleaved with another tier's, or some missing), within a
+/// cluster's first 1,024 places or beyond them, counted in the shared counts (PowerOfTwoChoices,
+/// LeastRequests) or in the picking thread's own (RoundRobin, Random, FirstAlphabetical). Each
+/// case holds one handle per destination of the best group, then checks every destination's
+/// count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
-    // A small cluster's counts are two cells apart under RoundRobin, four under Random and
-    // PowerOfTwoChoices, a large one's side by side: every layout, within and past its first
-    // chunk; a best group that runs on, one interleaved with another tier, and large ones with
-    // destinations missing (in tier 1): one (a run with a gap, whose places a pick computes),
-    // two side by side (a wider gap), two apart (places read from the group's list).
-    for policy in ["RoundRobin", "PowerOfTwoChoices", "Random"] {
+    for policy in [
+        "RoundRobin",
+        "PowerOfTwoChoices",
+        "Random",
+        "LeastRequests",
+        "FirstAlphabetical",
+    ] {
         let none: &[u32] = &[];
         for (n, tiers, missing) in [
             (6, 1, none),
@@ -553,19 +559,18 @@ fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
     }
 }
 
-/// A cluster keeps the layout of its counts across reloads: started with 200 destinations under
-/// PowerOfTwoChoices (counts four cells apart) or RoundRobin (two cells apart), grown to 300
-/// (past the first chunk's 256 or 512 places), its picks count on the picked destinations;
-/// switched to LeastRequests, it is still scanned in order, each pick going to the first
-/// destination with the fewest in flight.
+/// A cluster whose policy changes by reload counts right before and after: started with 200
+/// destinations under PowerOfTwoChoices (shared counts) or RoundRobin (each thread's own),
+/// grown to 300, its picks count on the picked destinations; switched to LeastRequests, each
+/// pick goes to the first destination with the fewest in flight.
 #[test]
-fn least_requests_reads_counts_laid_out_for_other_policies() {
+fn least_requests_reads_counts_after_a_change_of_policy() {
     for first in ["PowerOfTwoChoices", "RoundRobin"] {
-        least_requests_reads_counts_laid_out_for(first);
+        least_requests_after(first);
     }
 }
 
-fn least_requests_reads_counts_laid_out_for(first: &str) {
+fn least_requests_after(first: &str) {
     let config = |policy: &str, n: u16| {
         (0..n).fold(
             ClusterConfig::new("c").load_balancing_policy(policy),
@@ -617,11 +622,11 @@ fn least_requests_reads_counts_laid_out_for(first: &str) {
     drop((handles, again));
 }
 
-/// PowerOfTwoChoices reads the counts of a group whose counts are spread out (tier-0
+/// PowerOfTwoChoices reads the counts of a group whose places do not run on (tier-0
 /// destinations between tier-1 ones) where they are: with `b` busy, every pick of the two
 /// tier-0 destinations goes to `d`.
 #[test]
-fn power_of_two_reads_the_counts_of_a_spread_out_group() {
+fn power_of_two_reads_the_counts_of_a_group_whose_places_do_not_run_on() {
     let engine = cluster(
         "PowerOfTwoChoices",
         &[("a", 1), ("b", 0), ("c", 1), ("d", 0)],

@@ -1,0 +1,177 @@
+//! A destination's latency estimate: a peak-sensitive exponentially weighted moving average
+//! (PeakEWMA), the load measure of Finagle's and linkerd's balancers and of tower's
+//! `load::PeakEwma`.
+//!
+//! A sample above the estimate replaces it at once, so a destination that turns slow is seen
+//! as slow by the next pick; a lower sample pulls the estimate down with decay time `tau`
+//! (after `tau` of silence an old estimate counts for 1/e). Read at pick time, the estimate
+//! also decays towards zero with the time since its last sample, so a destination that got no
+//! requests because it looked slow eventually looks cheap, gets one, and is measured again.
+//!
+//! The estimate lives in one 64-bit cell of its cluster's signal pool (`signals.rs`): the
+//! estimate in seconds as an `f32` in the high half, the engine-clock millisecond of its last
+//! sample in the low half (wrapping after 49 days, which only shortens one decay). A cell of 0
+//! has no sample yet. Samples are written with a compare-and-swap on the outcome path, reads
+//! are one load: no lock anywhere.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The decay time and the estimate before the first sample, from the cluster's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencySettings {
+    /// How fast lower samples pull the estimate down, and how fast it fades without samples.
+    pub decay: Duration,
+    /// The estimate of a destination that has had no sample yet.
+    pub default_rtt: Duration,
+}
+
+impl Default for LatencySettings {
+    /// Decay 10 s, default RTT 30 ms.
+    fn default() -> Self {
+        LatencySettings {
+            decay: Duration::from_secs(10),
+            default_rtt: Duration::from_millis(30),
+        }
+    }
+}
+
+/// Adds one latency sample, taken at engine-clock time `now`, to the estimate in `cell`.
+pub(crate) fn record(
+    cell: &AtomicU64,
+    sample: Duration,
+    now: Duration,
+    settings: &LatencySettings,
+) {
+    let sample = sample.as_secs_f64();
+    let now_ms = millis(now);
+    let mut current = cell.load(Ordering::Relaxed);
+    loop {
+        let next = match decode(current) {
+            Some((estimate, _)) if sample > estimate => sample,
+            Some((estimate, at_ms)) => {
+                let decay = decay_factor(now_ms.wrapping_sub(at_ms), settings);
+                estimate * decay + sample * (1.0 - decay)
+            }
+            None => sample,
+        };
+        match cell.compare_exchange_weak(
+            current,
+            encode(next, now_ms),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+/// The estimate in `cell` as of engine-clock time `now`: decayed towards zero since its last
+/// sample; the default RTT before the first one.
+#[inline]
+pub(crate) fn estimate(cell: &AtomicU64, now: Duration, settings: &LatencySettings) -> Duration {
+    match decode(cell.load(Ordering::Relaxed)) {
+        Some((estimate, at_ms)) => {
+            let decay = decay_factor(millis(now).wrapping_sub(at_ms), settings);
+            Duration::from_secs_f64(estimate * decay)
+        }
+        None => settings.default_rtt,
+    }
+}
+
+/// The estimate in `cell` as of its last sample, if it has one (for the status view).
+pub(crate) fn last_estimate(cell: &AtomicU64) -> Option<Duration> {
+    decode(cell.load(Ordering::Relaxed)).map(|(estimate, _)| Duration::from_secs_f64(estimate))
+}
+
+/// e^(-elapsed / decay).
+#[inline]
+fn decay_factor(elapsed_ms: u32, settings: &LatencySettings) -> f64 {
+    let tau_ms = settings.decay.as_secs_f64() * 1000.0;
+    if tau_ms <= 0.0 {
+        return 0.0;
+    }
+    (-f64::from(elapsed_ms) / tau_ms).exp()
+}
+
+fn millis(at: Duration) -> u32 {
+    // Wraps every 49 days: only the difference of two stamps is used.
+    at.as_millis() as u32
+}
+
+fn encode(estimate: f64, at_ms: u32) -> u64 {
+    // A positive estimate keeps the high half non-zero, so no encoded value is 0 ("no
+    // sample"); a sample of exactly 0 is stored as the smallest positive f32.
+    let estimate = (estimate as f32).max(f32::MIN_POSITIVE);
+    u64::from(estimate.to_bits()) << 32 | u64::from(at_ms)
+}
+
+#[inline]
+fn decode(cell: u64) -> Option<(f64, u32)> {
+    (cell != 0).then(|| (f64::from(f32::from_bits((cell >> 32) as u32)), cell as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn close(a: Duration, b: Duration) -> bool {
+        (a.as_secs_f64() - b.as_secs_f64()).abs() < 1e-4
+    }
+
+    #[test]
+    fn the_default_rtt_stands_until_the_first_sample() {
+        let settings = LatencySettings::default();
+        let cell = AtomicU64::new(0);
+        assert_eq!(estimate(&cell, ms(5000), &settings), ms(30));
+        assert_eq!(last_estimate(&cell), None);
+        record(&cell, ms(12), ms(5000), &settings);
+        assert!(close(estimate(&cell, ms(5000), &settings), ms(12)));
+    }
+
+    /// A higher sample replaces the estimate at once; a lower one pulls it down by the weight
+    /// its age gives the old estimate.
+    #[test]
+    fn peaks_replace_and_lower_samples_decay_in() {
+        let settings = LatencySettings {
+            decay: Duration::from_secs(10),
+            default_rtt: ms(30),
+        };
+        let cell = AtomicU64::new(0);
+        record(&cell, ms(10), ms(0), &settings);
+        record(&cell, ms(200), ms(1), &settings);
+        assert!(close(estimate(&cell, ms(1), &settings), ms(200)));
+        // 10 s later a 10 ms sample: the old estimate weighs 1/e.
+        record(&cell, ms(10), ms(10_001), &settings);
+        let expected = 0.2 * (-1.0f64).exp() + 0.01 * (1.0 - (-1.0f64).exp());
+        let got = last_estimate(&cell).unwrap().as_secs_f64();
+        assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+    }
+
+    /// Without samples a read decays towards zero, so a destination that looked slow looks
+    /// cheap again after a while.
+    #[test]
+    fn an_idle_estimate_fades_when_read() {
+        let settings = LatencySettings::default();
+        let cell = AtomicU64::new(0);
+        record(&cell, ms(500), ms(1000), &settings);
+        let later = estimate(&cell, ms(21_000), &settings).as_secs_f64();
+        assert!((later - 0.5 * (-2.0f64).exp()).abs() < 1e-4, "{later}");
+        // Reading writes nothing.
+        assert!(close(last_estimate(&cell).unwrap(), ms(500)));
+    }
+
+    #[test]
+    fn a_zero_sample_is_still_a_sample() {
+        let settings = LatencySettings::default();
+        let cell = AtomicU64::new(0);
+        record(&cell, Duration::ZERO, ms(0), &settings);
+        assert!(last_estimate(&cell).is_some());
+        assert!(estimate(&cell, ms(0), &settings) < ms(1));
+    }
+}
