@@ -330,6 +330,7 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
                     health_url: d.health_setting().and_then(|h| parse_base(h).ok()),
                     metadata: d.metadata_map().clone(),
                     locality: Locality::new(),
+                    explicit_tier: true,
                 },
                 explicit_tier: true,
                 health: DiscoveryHealth::Unknown,
@@ -390,6 +391,9 @@ impl ClusterRuntime {
         mut endpoints: Vec<Endpoint>,
         now: Duration,
     ) -> Applied {
+        if book.retired {
+            return Applied::default(); // a set published to a cluster that just left
+        }
         let published = self.cell.load().settings.clone();
         let settings = settings.unwrap_or_else(|| published.clone());
         let position = book.source_position(source);
@@ -402,10 +406,25 @@ impl ClusterRuntime {
             .filter(|(i, _)| *i != position)
             .flat_map(|(_, s)| s.members.iter().map(|d| fold_case(d.id())))
             .collect();
-        // Locality decides the tier of endpoints whose source gave none (SPEC §13).
-        if let Some(rule) = &settings.locality {
-            for e in endpoints.iter_mut().filter(|e| !e.explicit_tier) {
+        // Locality decides the tier of endpoints whose source gave none.
+        for e in endpoints.iter_mut() {
+            e.attributes.explicit_tier = e.explicit_tier;
+            if let (Some(rule), false) = (&settings.locality, e.explicit_tier) {
                 e.attributes.tier = rule.tier(&e.attributes.locality);
+            }
+        }
+        // A reload that changes the rule re-tiers the other sources' destinations too, in the
+        // same publication (this source's are tiered above).
+        if settings.locality != published.locality {
+            for (_, s) in book
+                .sources
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != position)
+            {
+                for d in &s.members {
+                    retier(d, settings.locality.as_ref());
+                }
             }
         }
         let previous = std::mem::take(&mut book.sources[position].members);
@@ -488,6 +507,21 @@ impl ClusterRuntime {
             });
         }
         applied
+    }
+}
+
+/// Gives `d` the tier `rule` says for its locality (tier 0 without a rule), unless its source
+/// gave it one.
+fn retier(d: &Destination, rule: Option<&LocalityRule>) {
+    let attributes = d.info().attributes.load();
+    if attributes.explicit_tier {
+        return;
+    }
+    let tier = rule.map_or(0, |rule| rule.tier(&attributes.locality));
+    if tier != attributes.tier {
+        let mut retiered = DestinationAttributes::clone(&attributes);
+        retiered.tier = tier;
+        d.info().attributes.store(Arc::new(retiered));
     }
 }
 

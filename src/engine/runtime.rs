@@ -78,6 +78,8 @@ pub(crate) struct ClusterBook {
     pub warmed: bool,
     /// Who has had a probe result, while the first probes run.
     pub first_probes: FirstProbes,
+    /// The cluster left the engine: nothing is published or added any more.
+    pub retired: bool,
 }
 
 /// How far a cluster's first probes are, kept up to date result by result so that neither the
@@ -230,17 +232,20 @@ impl ClusterRuntime {
         })
     }
 
-    /// Takes the cluster out of service: every member is removed and the snapshot emptied (which
-    /// also lets go of the members, whose outcome sink is this runtime).
+    /// Takes the cluster out of service: every member is removed and the snapshot replaced by
+    /// a retired one (which also lets go of the members, whose outcome sink is this runtime).
+    /// A pick that read the cluster table before the reload finds no cluster there, as a pick
+    /// after it does.
     pub fn retire(&self) {
         let mut book = self.book.lock();
+        book.retired = true;
         for source in book.sources.drain(..) {
             for d in source.members {
                 d.mark_removed();
             }
         }
         let settings = self.cell.load().settings.clone();
-        self.cell.store(Arc::new(ClusterSnapshot::empty(
+        self.cell.store(Arc::new(ClusterSnapshot::retired(
             settings,
             self.counter.clone(),
         )));

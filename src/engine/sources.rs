@@ -30,6 +30,9 @@ impl ClusterRuntime {
         now: Duration,
     ) {
         let mut book = self.book.lock();
+        if book.retired {
+            return; // the cluster just left
+        }
         let position = book.source_position(source);
         match &mut book.sources[position].state {
             Some(existing) => {
