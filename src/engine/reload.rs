@@ -223,6 +223,12 @@ impl Engine {
     /// may change); at a new address it is a new instance whose health starts over; a key left
     /// out gets no new picks at once while its requests in flight finish.
     ///
+    /// A destination's id is its key, unless another source of the cluster already has a
+    /// destination with that id (ids are case-insensitive): then it is `key@source`, and when
+    /// that is taken too (by another source's destination, or by a key of this set),
+    /// `key@source#2`, `key@source#3`, ...: the first free one. Ids are unique within a
+    /// cluster, so everything that finds a destination by id finds one.
+    ///
     /// ```
     /// use healthpick::{Endpoint, Engine};
     ///
@@ -398,7 +404,7 @@ impl ClusterRuntime {
         let settings = settings.unwrap_or_else(|| published.clone());
         let position = book.source_position(source);
         // Ids are unique within a cluster: a key that another source already uses as an id is
-        // qualified with this source's name.
+        // qualified with this source's name (`unique_id`).
         let taken: HashSet<String> = book
             .sources
             .iter()
@@ -510,6 +516,20 @@ impl ClusterRuntime {
     }
 }
 
+/// The id of an endpoint whose key another source's destination already has as its id:
+/// `key@source`, or, when `in_use` says that is taken too (by a destination of another source,
+/// or a key of this source), `key@source#2`, `key@source#3`, ...: the first free one.
+fn unique_id(key: &str, source: &str, mut in_use: impl FnMut(&str) -> bool) -> String {
+    let qualified = format!("{key}@{source}");
+    if !in_use(&qualified) {
+        return qualified;
+    }
+    (2u64..)
+        .map(|n| format!("{qualified}#{n}"))
+        .find(|candidate| !in_use(candidate))
+        .unwrap_or(qualified) // the candidates outnumber any set of ids
+}
+
 /// Gives `d` the tier `rule` says for its locality (tier 0 without a rule), unless its source
 /// gave it one.
 fn retier(d: &Destination, rule: Option<&LocalityRule>) {
@@ -562,11 +582,17 @@ fn merge(
     let mut updated = Vec::new();
     let mut health = Vec::with_capacity(endpoints.len());
     let mut planned = Vec::with_capacity(endpoints.len());
+    let own_keys: HashSet<String> = endpoints.iter().map(|e| fold_case(&e.key)).collect();
+    // Ids given to this publication's renamed endpoints.
+    let mut renamed: HashSet<String> = HashSet::new();
     for endpoint in endpoints {
         health.push(endpoint.health);
         let key: Arc<str> = Arc::from(fold_case(&endpoint.key));
         let id = if taken.contains(&*key) {
-            format!("{}@{source}", endpoint.key)
+            unique_id(&endpoint.key, source, |candidate| {
+                let folded = fold_case(candidate);
+                taken.contains(&folded) || own_keys.contains(&folded) || !renamed.insert(folded)
+            })
         } else {
             endpoint.key
         };

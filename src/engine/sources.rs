@@ -34,12 +34,26 @@ impl ClusterRuntime {
             return; // the cluster just left
         }
         let position = book.source_position(source);
+        let source_name = book.sources[position].source.clone();
         match &mut book.sources[position].state {
             Some(existing) => {
                 existing.kind = state.kind;
                 existing.target = state.target;
-                existing.guard = state.guard;
                 existing.first_answer_within = state.first_answer_within;
+                let guard_changed = existing.guard != state.guard;
+                existing.guard = state.guard;
+                // A held change applies when the new guard says (what the status shows): the
+                // timer set under the old delay would fire too late, or find nothing due.
+                if let Some(held) = existing.held.as_ref().filter(|_| guard_changed) {
+                    if existing.guard.mode == GuardMode::AfterConfirmation {
+                        let target: Weak<dyn TimerTarget> = self.me.clone();
+                        hub.timers.schedule(Timer::new(
+                            held.since + existing.guard.confirm_after,
+                            target,
+                            Due::HeldChange(source_name),
+                        ));
+                    }
+                }
             }
             slot @ None => *slot = Some(state),
         }
@@ -128,9 +142,12 @@ impl ClusterRuntime {
             } => {
                 let confirm_after = state.guard.confirm_after;
                 let mode = state.guard.mode;
-                match &state.held {
+                match &mut state.held {
                     Some(held) if held.same_as(endpoints.as_deref()) => {
-                        // Seen again: applied once it has stood for the confirmation delay.
+                        // Seen again: what applies once confirmed is what the source says now
+                        // (weights, metadata, health may have changed), held since it was first
+                        // seen; applied once it has stood for the confirmation delay.
+                        held.endpoints = endpoints;
                         if mode == GuardMode::AfterConfirmation && now >= held.since + confirm_after
                         {
                             self.release(hub, &mut book, position, Release::Confirmed, now);
