@@ -2,7 +2,9 @@
 //! and asks again when the answer's validity (a DNS TTL) runs out, clamped to the configured
 //! bounds, with jitter so processes do not ask in lockstep. After an error it backs off
 //! exponentially from the shortest delay to the longest, with jitter, and the last good set
-//! stays in force. It stops when its handle is dropped or its token is cancelled.
+//! stays in force. An entry of an answer the engine would refuse (a bad address or weight, a
+//! key given twice) is left out with a warning naming it, and the rest of the answer applies.
+//! It stops when its handle is dropped or its token is cancelled.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::admit::admitted;
 use super::source::PollSource;
 use crate::config::discovery::RefreshBounds;
 use crate::engine::publisher::Publisher;
@@ -84,7 +87,7 @@ pub fn poll(
             let delay = match asked {
                 Ok(Ok(answer)) => {
                     let published = match answer.endpoints {
-                        Some(endpoints) => publisher.publish(endpoints),
+                        Some(endpoints) => publisher.publish(admitted(&publisher, endpoints)),
                         None => publisher.not_found(),
                     };
                     if let Err(e) = published {

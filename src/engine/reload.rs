@@ -50,7 +50,7 @@ use crate::health::reason::Reason;
 use crate::health::state::{DiscoveryHealth, HealthPart};
 use crate::ids::fold_case;
 use crate::policy::registry::ResolvedPolicies;
-use crate::uri::{parse_base, shown};
+use crate::uri::parse_base;
 
 impl Engine {
     /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
@@ -283,25 +283,10 @@ pub(crate) fn validate_set(
     }
     let mut keys = HashSet::with_capacity(endpoints.len());
     for e in endpoints {
-        if e.key.trim().is_empty() {
-            problems.push(format!("endpoint at {} has an empty key", e.address));
-        } else if !keys.insert(fold_case(&e.key)) {
+        if !e.key.trim().is_empty() && !keys.insert(fold_case(&e.key)) {
             problems.push(format!("key `{}` is given twice", e.key));
         }
-        let weight = e.attributes.weight;
-        if !(weight.is_finite() && weight >= 0.0) {
-            problems.push(format!(
-                "endpoint `{}`: weight {weight} is not a finite number, 0 or more",
-                e.key
-            ));
-        }
-        if let Err(why) = parse_base(e.address.as_str()) {
-            problems.push(format!(
-                "endpoint `{}`: address `{}` {why}",
-                e.key,
-                shown(e.address.as_str())
-            ));
-        }
+        problems.extend(e.problems());
     }
     if problems.is_empty() {
         Ok(())

@@ -1,6 +1,9 @@
 //! The Consul source: the instances of a service from `/v1/health/service/<name>`,
 //! kept current with blocking queries, per datacenter of a failover list (the first is tier 0).
 //!
+//! With a failover list of datacenters, a destination's key names its datacenter
+//! (`eu-west/node/service-id`): node names are unique within a datacenter only.
+//!
 //! Blocking queries as Consul documents them: each query sends the `X-Consul-Index` of the
 //! previous answer and waits up to `wait` for a change; an index that goes backwards is reset to
 //! 0 (one immediate read), an index below 1 is taken as 1, and an answer that comes back at once
@@ -18,10 +21,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use super::entries::parse_entries;
+use super::entries::{key_part, parse_entries};
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 use crate::destination::endpoint::Endpoint;
+use crate::discovery::admit::admitted;
 use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
 use crate::discovery::http::{describe, read_bounded};
 use crate::engine::publisher::Publisher;
@@ -168,7 +172,7 @@ impl ConsulSource {
                     // Every datacenter's last good set: those that have not answered yet (or
                     // fail now) add theirs when they do.
                     let all: Vec<Endpoint> = sets.iter().flatten().flatten().cloned().collect();
-                    if let Err(e) = publisher.publish(all) {
+                    if let Err(e) = publisher.publish(admitted(&publisher, all)) {
                         tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "Consul set not published: {e}");
                     }
                 }
@@ -224,7 +228,7 @@ impl ConsulSource {
                                 for e in errors {
                                     tracing::warn!(target: "healthpick", "{e}; left out");
                                 }
-                                Update::Set(endpoints)
+                                Update::Set(in_datacenter(endpoints, dc.as_deref()))
                             }
                             Err(why) => Update::Failed(why),
                         },
@@ -324,6 +328,22 @@ struct QueryAnswer {
     index: u64,
     last_contact: Option<Duration>,
     body: Vec<u8>,
+}
+
+/// The endpoints of a named datacenter of the failover list, their keys qualified with it
+/// (`dc/node/service-id`): node names are unique within a datacenter only, and the source
+/// publishes every datacenter's endpoints together.
+fn in_datacenter(endpoints: Vec<Endpoint>, dc: Option<&str>) -> Vec<Endpoint> {
+    let Some(dc) = dc else {
+        return endpoints;
+    };
+    endpoints
+        .into_iter()
+        .map(|mut e| {
+            e.key = format!("{}/{}", key_part(dc), e.key);
+            e
+        })
+        .collect()
 }
 
 /// `CONSUL_HTTP_ADDR` as Consul's tools take it: `host:port` or a URL.

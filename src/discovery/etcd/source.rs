@@ -20,6 +20,7 @@ use super::value::parse_value;
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_etcd::EtcdSourceConfig;
 use crate::destination::endpoint::Endpoint;
+use crate::discovery::admit::admitted;
 use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
 use crate::engine::publisher::Publisher;
 use crate::ids::fold_case;
@@ -322,7 +323,7 @@ impl Keys {
     }
 
     fn publish(&self, publisher: &Publisher) {
-        if let Err(e) = publisher.publish(self.endpoints()) {
+        if let Err(e) = publisher.publish(admitted(publisher, self.endpoints())) {
             tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "etcd set not published: {e}");
         }
     }
