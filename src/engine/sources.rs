@@ -74,12 +74,36 @@ impl ClusterRuntime {
     }
 
     /// A source's answer: its full set, or `None` ("does not exist"). The update guard decides
-    /// whether it applies now.
+    /// whether it applies now. A stale source is well again.
     pub(crate) fn source_answer(
         &self,
         hub: &Hub,
         source: &str,
         endpoints: Option<Vec<Endpoint>>,
+        now: Duration,
+    ) -> Result<(), DestinationsError> {
+        self.answer(hub, source, endpoints, true, now)
+    }
+
+    /// [`source_answer`](Self::source_answer) of a full set from a source that stays stale (see
+    /// `Publisher::publish_keeping_stale`).
+    pub(crate) fn source_answer_keeping_stale(
+        &self,
+        hub: &Hub,
+        source: &str,
+        endpoints: Vec<Endpoint>,
+        now: Duration,
+    ) -> Result<(), DestinationsError> {
+        self.answer(hub, source, Some(endpoints), false, now)
+    }
+
+    /// A source's answer; `settles`: whether a stale source is well again.
+    fn answer(
+        &self,
+        hub: &Hub,
+        source: &str,
+        endpoints: Option<Vec<Endpoint>>,
+        settles: bool,
         now: Duration,
     ) -> Result<(), DestinationsError> {
         let mut book = self.book.lock();
@@ -96,7 +120,7 @@ impl ClusterRuntime {
         let first = !state.answered;
         state.answered = true;
         state.last_success = Some(now);
-        let recovered = state.stale_since.take().is_some();
+        let recovered = settles && state.stale_since.take().is_some();
         let verdict = judge(&state.guard, &current, endpoints.as_deref());
         let source_name: Arc<str> = book.sources[position].source.clone();
         if recovered {
