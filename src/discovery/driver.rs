@@ -170,6 +170,73 @@ impl Backoff {
     }
 }
 
+/// Paces the requests of a source that lists and watches (etcd, Kubernetes) or queries in a
+/// loop (Consul): each request starts at least the shortest refresh delay after the one before
+/// it, whatever the server answers (errors, garbage, answers at once, history that is always
+/// gone), so that no server can make a source spin. The one exception,
+/// [`free_next`](Pacer::free_next), lets a list's first watch start at once when the watch
+/// before the list held for that long: a source that works is never slowed down.
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "consul", feature = "kubernetes")),
+    allow(dead_code)
+)]
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    min: Duration,
+    last: Option<tokio::time::Instant>,
+    free: bool,
+}
+
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "consul", feature = "kubernetes")),
+    allow(dead_code)
+)]
+impl Pacer {
+    /// Requests at least `min` apart.
+    pub fn new(min: Duration) -> Pacer {
+        Pacer {
+            min,
+            last: None,
+            free: false,
+        }
+    }
+
+    /// When the next request may start (`None`: now).
+    pub fn next_at(&self) -> Option<tokio::time::Instant> {
+        if self.free {
+            return None;
+        }
+        self.last.map(|last| last + self.min)
+    }
+
+    /// Waits until the next request may start; `false` when `cancel` came first.
+    pub async fn wait(&self, cancel: &CancellationToken) -> bool {
+        let Some(at) = self.next_at() else {
+            return !cancel.is_cancelled();
+        };
+        tokio::select! {
+            () = cancel.cancelled() => false,
+            () = tokio::time::sleep_until(at) => true,
+        }
+    }
+
+    /// A request starts now.
+    pub fn started(&mut self) {
+        self.last = Some(tokio::time::Instant::now());
+        self.free = false;
+    }
+
+    /// The next request may start at once.
+    pub fn free_next(&mut self) {
+        self.free = true;
+    }
+
+    /// The shortest time between two requests.
+    pub fn min(&self) -> Duration {
+        self.min
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

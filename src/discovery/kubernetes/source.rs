@@ -47,7 +47,7 @@ use crate::config::discovery::{RefreshBounds, LOCAL_ZONE_VAR};
 use crate::config::source_kubernetes::KubernetesSourceConfig;
 use crate::destination::endpoint::Endpoint;
 use crate::discovery::admit::admitted;
-use crate::discovery::driver::{Backoff, SourceTask};
+use crate::discovery::driver::{Backoff, Pacer, SourceTask};
 use crate::engine::publisher::Publisher;
 use crate::uri::shown;
 
@@ -273,15 +273,15 @@ impl KubernetesSource {
         let mut set = SliceSet::new(self.rules.clone());
         // 410s in a row on watches that said nothing since their list.
         let mut gone_in_a_row = 0u32;
-        let mut last_list: Option<Instant> = None;
+        // However the server answers, requests start at least the shortest delay apart.
+        let mut pacer = Pacer::new(self.refresh.min);
+        // Whether the last watch held for the shortest delay (or there was none yet).
+        let mut held = true;
         loop {
-            // However the server answers, lists start at least the shortest delay apart.
-            if let Some(at) = last_list {
-                if !pause_until(&cancel, at + self.refresh.min).await {
-                    return;
-                }
+            if !pacer.wait(&cancel).await {
+                return;
             }
-            last_list = Some(Instant::now());
+            pacer.started();
             let listed = tokio::select! {
                 () = cancel.cancelled() => return,
                 listed = tokio::time::timeout(self.silence_limit(), self.list(&api)) => listed,
@@ -290,6 +290,10 @@ impl KubernetesSource {
                 Ok(Ok((slices, version))) => {
                     set.listed(slices);
                     set.publish(&publisher);
+                    if held {
+                        // A list and its first watch go together.
+                        pacer.free_next();
+                    }
                     version
                 }
                 Ok(Err(why)) => {
@@ -314,20 +318,22 @@ impl KubernetesSource {
                 }
             };
             let resync_at = Instant::now() + self.resync.mul_f64(1.0 + 0.1 * rand::random::<f64>());
-            let Some(Followed { end, delivered }) = self
-                .follow(
-                    &api,
-                    version,
-                    resync_at,
-                    &mut set,
-                    &publisher,
-                    &mut backoff,
-                    &cancel,
-                )
-                .await
+            let following = Following {
+                set: &mut set,
+                publisher: &publisher,
+                backoff: &mut backoff,
+                pacer: &mut pacer,
+                cancel: &cancel,
+            };
+            let Some(Followed {
+                end,
+                delivered,
+                held: watch_held,
+            }) = self.follow(&api, version, resync_at, following).await
             else {
                 return;
             };
+            held = watch_held;
             if delivered {
                 gone_in_a_row = 0;
             }
@@ -419,34 +425,35 @@ impl KubernetesSource {
     /// Watches from the list's resource version until it is time for a new list: resumes a
     /// watch the server ends, or one that fell silent, from the last resource version seen
     /// (events and bookmarks move it on), and publishes changes (coalesced). `None`: cancelled.
-    #[allow(clippy::too_many_arguments)]
     async fn follow(
         &self,
         api: &Api<EndpointSlice>,
         mut version: String,
         resync_at: Instant,
-        set: &mut SliceSet,
-        publisher: &Publisher,
-        backoff: &mut Backoff,
-        cancel: &CancellationToken,
+        following: Following<'_>,
     ) -> Option<Followed> {
+        let Following {
+            set,
+            publisher,
+            backoff,
+            pacer,
+            cancel,
+        } = following;
         let mut delivered = false;
         let mut publish_at: Option<Instant> = None;
-        let mut last_watch: Option<Instant> = None;
         // Watches in a row that ended at once without a word.
         let mut hasty_ends = 0u32;
+        let mut started = Instant::now();
         let end = 'watches: loop {
-            if let Some(started) = last_watch {
-                // However the server ends watches, they start at least the shortest delay
-                // apart.
+            if let Some(at) = pacer.next_at() {
                 tokio::select! {
                     () = cancel.cancelled() => return None,
                     () = tokio::time::sleep_until(resync_at) => break End::Resync,
-                    () = tokio::time::sleep_until(started + self.refresh.min) => {}
+                    () = tokio::time::sleep_until(at) => {}
                 }
             }
-            let started = Instant::now();
-            last_watch = Some(started);
+            pacer.started();
+            started = Instant::now();
             let opened = tokio::select! {
                 () = cancel.cancelled() => return None,
                 () = tokio::time::sleep_until(resync_at) => break End::Resync,
@@ -548,20 +555,20 @@ impl KubernetesSource {
         if publish_at.is_some() {
             set.publish(publisher);
         }
-        Some(Followed { end, delivered })
+        let held = started.elapsed() >= pacer.min();
+        Some(Followed {
+            end,
+            delivered,
+            held,
+        })
     }
 }
 
 /// Sleeps `delay` unless cancelled first; `false` when cancelled.
 async fn pause(cancel: &CancellationToken, delay: Duration) -> bool {
-    pause_until(cancel, Instant::now() + delay).await
-}
-
-/// Sleeps until `at` unless cancelled first; `false` when cancelled.
-async fn pause_until(cancel: &CancellationToken, at: Instant) -> bool {
     tokio::select! {
         () = cancel.cancelled() => false,
-        () = tokio::time::sleep_until(at) => true,
+        () = tokio::time::sleep(delay) => true,
     }
 }
 
@@ -712,6 +719,17 @@ struct Followed {
     end: End,
     /// Whether a watch said something (an event or a bookmark) since the list.
     delivered: bool,
+    /// Whether the last watch held for the shortest refresh delay.
+    held: bool,
+}
+
+/// What following a list works with.
+struct Following<'a> {
+    set: &'a mut SliceSet,
+    publisher: &'a Publisher,
+    backoff: &'a mut Backoff,
+    pacer: &'a mut Pacer,
+    cancel: &'a CancellationToken,
 }
 
 /// A change a watch reported.
