@@ -141,7 +141,14 @@ fn source(engine: &Engine) -> SourceStatus {
 /// names (`dc1` without one), and an index that moves on whenever they change.
 #[derive(Clone, Default)]
 struct Agent {
-    state: Arc<Mutex<(u64, HashMap<String, Vec<Value>>)>>,
+    state: Arc<Mutex<Answers>>,
+}
+
+/// The agent's index and its entries by datacenter.
+#[derive(Default)]
+struct Answers {
+    index: u64,
+    entries: HashMap<String, Vec<Value>>,
 }
 
 impl Agent {
@@ -157,8 +164,8 @@ impl Agent {
 
     fn set(&self, dc: &str, entries: Vec<Value>) {
         let mut state = self.state.lock();
-        state.0 += 1;
-        state.1.insert(dc.to_string(), entries);
+        state.index += 1;
+        state.entries.insert(dc.to_string(), entries);
     }
 }
 
@@ -168,11 +175,12 @@ async fn answer(
 ) -> Response {
     let state = agent.state.lock();
     let dc = query.get("dc").cloned().unwrap_or_else(|| "dc1".into());
-    let entries = state.1.get(&dc).cloned().unwrap_or_default();
+    let entries = state.entries.get(&dc).cloned().unwrap_or_default();
     let mut response = axum::Json(entries).into_response();
-    response
-        .headers_mut()
-        .insert("X-Consul-Index", (state.0 + 1).to_string().parse().unwrap());
+    response.headers_mut().insert(
+        "X-Consul-Index",
+        (state.index + 1).to_string().parse().unwrap(),
+    );
     response
 }
 

@@ -215,3 +215,55 @@ fn a_reload_of_locality_tiers_re_tiers_discovered_destinations_at_once() {
         assert_eq!(engine.best_endpoints("c").unwrap().destinations.len(), 1);
     }
 }
+
+/// A cluster fed by discovery alone enters saying its discovery is pending, from the
+/// publication that brings it in (no source has even been started): under picks and reloads
+/// that add and remove it, a pick finds no cluster or a pending one, never a cluster with
+/// nothing available.
+#[test]
+fn a_cluster_fed_by_discovery_alone_enters_pending() {
+    const WITH: &str = r#"{"Clusters": {
+        "main": {"Destinations": {"m1": {"Address": "http://127.0.0.1:7001/"}}},
+        "found": {"Discovery": {"Type": "Dns", "Name": "web.test", "Port": 8080,
+                                "Servers": ["127.0.0.1:53"]}}}}"#;
+    let engine = Engine::from_json(WITH).unwrap();
+    let error = engine.pick_endpoint("found").unwrap_err();
+    assert!(error.is_discovery_pending(), "{error}");
+    assert!(engine
+        .best_endpoints("found")
+        .unwrap_err()
+        .is_discovery_pending());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let pickers: Vec<_> = (0..2)
+        .map(|_| {
+            let (engine, stop) = (engine.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut wrong = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match engine.pick_endpoint("found") {
+                        Err(PickError::UnknownCluster { .. }) => {}
+                        Err(e) if e.is_discovery_pending() => {}
+                        other => wrong.push(format!("{other:?}")),
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    for round in 0..2_000 {
+        engine
+            .load_json(if round % 2 == 0 { WITHOUT_EXTRA } else { WITH })
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for picker in pickers {
+        let wrong = picker.join().unwrap();
+        assert!(
+            wrong.is_empty(),
+            "{} picks: {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(3)]
+        );
+    }
+}

@@ -15,7 +15,9 @@ use crate::uri::{check_base, shown};
 /// [`Engine::set_destinations`](crate::Engine::set_destinations).
 ///
 /// The `key` identifies the instance within its source (a pod uid, a Consul service id, an etcd
-/// key, `ip:port`); it is also the destination id. Keys are compared case-insensitively.
+/// key, `ip:port`); it is also the destination id, unless another source of the cluster has a
+/// destination with that id already (see [`Engine::set_destinations`](crate::Engine::set_destinations)
+/// for the rule that keeps ids unique). Keys are compared case-insensitively.
 ///
 /// ```
 /// use healthpick::Endpoint;

@@ -32,6 +32,7 @@ pub(crate) fn admitted(publisher: &Publisher, endpoints: Vec<Endpoint>) -> Vec<E
 /// The base URL of a discovered instance: exactly `scheme://host:port/`, with an IPv6 address
 /// in brackets, or why `host` is not a host (a path, query, fragment, user or port of its own
 /// would otherwise become part of the URL) or the URL is not one the engine accepts.
+#[cfg_attr(not(feature = "consul"), allow(dead_code))]
 pub(crate) fn base_url(scheme: &str, host: &str, port: u16) -> Result<url::Url, String> {
     let bracketed = if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")

@@ -191,6 +191,7 @@ impl Publisher {
     /// Publishes the source's full current set without saying it is well again: a source whose
     /// data path works (a list) while the part that keeps it current does not (a watch) stays
     /// stale until that part works, yet its fresh set applies.
+    #[cfg_attr(not(any(feature = "etcd", feature = "kubernetes")), allow(dead_code))]
     pub(crate) fn publish_keeping_stale(
         &self,
         endpoints: Vec<Endpoint>,

@@ -178,16 +178,28 @@ pub(crate) struct SourceMembers {
 
 impl ClusterBook {
     /// Where the cluster stands in its first probes and its sources' first answers, for its
-    /// next snapshot.
+    /// next snapshot. A source the configuration names counts as not answered until it is
+    /// registered and answers, so a cluster fed by discovery alone says so from the
+    /// publication that brings it in.
     pub fn warm_up(&self, settings: &ClusterSettings) -> WarmUp {
         let active = settings.probing.is_some();
+        let registered = |name: &str| {
+            self.sources
+                .iter()
+                .any(|s| s.state.is_some() && &*s.source == name)
+        };
         WarmUp {
             warming: active && !self.warmed && !self.first_round_done,
             first_probes_pending: active && !self.first_round_done,
             discovery_pending: self
                 .sources
                 .iter()
-                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered)),
+                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered))
+                || settings
+                    .config
+                    .discovery_sources()
+                    .iter()
+                    .any(|d| !registered(&d.source_name())),
         }
     }
 

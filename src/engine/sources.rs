@@ -87,6 +87,7 @@ impl ClusterRuntime {
 
     /// [`source_answer`](Self::source_answer) of a full set from a source that stays stale (see
     /// `Publisher::publish_keeping_stale`).
+    #[cfg_attr(not(any(feature = "etcd", feature = "kubernetes")), allow(dead_code))]
     pub(crate) fn source_answer_keeping_stale(
         &self,
         hub: &Hub,

@@ -519,7 +519,7 @@ impl KubernetesSource {
                     Decoded::Broken(why) => break 'watches End::Broken(why),
                     Decoded::Event(event) => event,
                 };
-                let change = match event {
+                let change = match *event {
                     WatchEvent::Added(slice) | WatchEvent::Modified(slice) => {
                         version_of(&slice, &mut version);
                         set.apply(Change::Apply(slice))
@@ -588,7 +588,7 @@ fn version_of(slice: &EndpointSlice, version: &mut String) {
 enum Decoded {
     /// Nothing (a keep-alive newline).
     Blank,
-    Event(WatchEvent<EndpointSlice>),
+    Event(Box<WatchEvent<EndpointSlice>>),
     /// Not an event: a truncated line, or not JSON of a watch event at all.
     Broken(String),
 }
@@ -601,7 +601,7 @@ fn decode(line: &[u8]) -> Decoded {
         return Decoded::Blank;
     }
     match serde_json::from_slice::<WatchEvent<EndpointSlice>>(line) {
-        Ok(event) => Decoded::Event(event),
+        Ok(event) => Decoded::Event(Box::new(event)),
         Err(e) => {
             let text = String::from_utf8_lossy(line);
             Decoded::Broken(format!(
