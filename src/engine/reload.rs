@@ -242,9 +242,11 @@ impl Engine {
     /// ```
     ///
     /// # Errors
-    /// [`DestinationsError::UnknownCluster`]; [`DestinationsError::Invalid`] when an address is
-    /// not an absolute http(s) URL, a weight is negative or not finite, a key is empty or given
-    /// twice, or `source` is
+    /// [`DestinationsError::UnknownCluster`]; [`DestinationsError::Invalid`] when an address (or
+    /// a probe base, [`Endpoint::health_url`]) is not a usable base URL (absolute http(s), a host
+    /// of at most [`MAX_HOST_LEN`](crate::MAX_HOST_LEN) bytes, at most
+    /// [`MAX_ADDRESS_LEN`](crate::MAX_ADDRESS_LEN) bytes), a weight is negative or not finite,
+    /// a key is empty or given twice, or `source` is
     /// [`CONFIG_SOURCE`] (reserved for the configuration) — nothing changes then.
     pub fn set_destinations(
         &self,
