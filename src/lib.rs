@@ -141,7 +141,7 @@
 //! | `etcd` | no | `discovery::etcd`: the keys under an etcd prefix, watched (etcd's JSON gateway), and `service::EtcdRegistration` |
 //! | `consul` | no | `discovery::consul`: a Consul service's instances through blocking queries |
 //! | `metrics` | no | the `metrics` module: counters, gauges and histograms through the `metrics` facade crate (no exporter) |
-//! | `kubernetes` | no | `discovery::kubernetes`: a Service's EndpointSlices through kube's watcher; Rust 1.89, and your binary chooses k8s-openapi's version feature |
+//! | `kubernetes` | no | `discovery::kubernetes`: a Service's EndpointSlices, listed and watched through kube's client; Rust 1.89, and your binary chooses k8s-openapi's version feature |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

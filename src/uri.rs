@@ -2,10 +2,16 @@
 
 use url::Url;
 
-/// The longest address (base URL) accepted, in bytes. Real base URLs are far shorter; the limit
-/// keeps a pathological value (a 50 MB host name) from being parsed, stored and copied into every
-/// request URL.
+/// The longest address (base URL) accepted, in bytes, measured on the URL as parsed (what is
+/// stored and sent: non-ASCII characters percent-encoded, the host in its ASCII form), wherever
+/// an address is checked: configuration, published sets, probes. Real base URLs are far shorter;
+/// the limit keeps a pathological value (a 50 MB host name) from being stored and copied into
+/// every request URL.
 pub const MAX_ADDRESS_LEN: usize = 2048;
+
+/// A text this long is refused without being parsed: parsing never makes a URL shorter than a
+/// quarter of its text, except for padding the parser drops (tabs, line breaks, `/./`).
+const MAX_ADDRESS_TEXT: usize = 4 * MAX_ADDRESS_LEN;
 
 /// The longest host name accepted, in bytes: the limit of DNS names (RFC 1035).
 pub const MAX_HOST_LEN: usize = 253;
@@ -38,22 +44,34 @@ impl std::fmt::Display for BaseUrlError {
 }
 
 /// Parses an absolute http(s) URL with a host of at most [`MAX_HOST_LEN`] bytes, at most
-/// [`MAX_ADDRESS_LEN`] bytes long, or says what is wrong with it.
+/// [`MAX_ADDRESS_LEN`] bytes long once parsed, or says what is wrong with it.
 pub(crate) fn parse_base(text: &str) -> Result<Url, BaseUrlError> {
     let text = text.trim();
-    // Checked before parsing: a huge value is refused without being parsed or copied.
-    if text.len() > MAX_ADDRESS_LEN {
+    // A huge value is refused without being parsed or copied.
+    if text.len() > MAX_ADDRESS_TEXT {
         return Err(BaseUrlError::TooLong(text.len()));
     }
     let url = Url::parse(text).map_err(|_| BaseUrlError::NotAbsolute)?;
+    check_base(url)
+}
+
+/// Checks a parsed URL as [`parse_base`] does: http(s), a host of at most [`MAX_HOST_LEN`]
+/// bytes, at most [`MAX_ADDRESS_LEN`] bytes in all.
+pub(crate) fn check_base(url: Url) -> Result<Url, BaseUrlError> {
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(BaseUrlError::NotAbsolute);
     }
     match url.host_str() {
-        None | Some("") => Err(BaseUrlError::NoHost),
-        Some(host) if host.len() > MAX_HOST_LEN => Err(BaseUrlError::HostTooLong(host.len())),
-        Some(_) => Ok(url),
+        None | Some("") => return Err(BaseUrlError::NoHost),
+        Some(host) if host.len() > MAX_HOST_LEN => {
+            return Err(BaseUrlError::HostTooLong(host.len()))
+        }
+        Some(_) => {}
     }
+    if url.as_str().len() > MAX_ADDRESS_LEN {
+        return Err(BaseUrlError::TooLong(url.as_str().len()));
+    }
+    Ok(url)
 }
 
 /// A value for a message: as it is, or its first characters and its length when it is long, so
@@ -271,6 +289,12 @@ mod tests {
         let path = "p".repeat(MAX_ADDRESS_LEN);
         let long = format!("http://h/{path}");
         assert_eq!(parse_base(&long), Err(BaseUrlError::TooLong(long.len())));
+        // Judged once parsed: 700 two-byte characters are 4,200 bytes percent-encoded.
+        let encoded = format!("http://h/{}", "é".repeat(700));
+        assert_eq!(encoded.len(), 1409);
+        assert_eq!(parse_base(&encoded), Err(BaseUrlError::TooLong(4209)));
+        let huge = "p".repeat(super::MAX_ADDRESS_TEXT + 1);
+        assert!(matches!(parse_base(&huge), Err(BaseUrlError::TooLong(_))));
         assert!(BaseUrlError::TooLong(long.len())
             .to_string()
             .contains("at most 2048 bytes"));

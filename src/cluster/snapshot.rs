@@ -39,6 +39,10 @@ pub(crate) struct ClusterSnapshot {
     pub first_probes_pending: bool,
     /// A discovery source has not answered yet: a pick that finds nothing says so.
     pub discovery_pending: bool,
+    /// The cluster left the engine: a pick that still reached this snapshot (it read the
+    /// cluster table just before the reload that removed the cluster) finds no cluster, as a
+    /// pick after the reload does, rather than a cluster without destinations.
+    pub retired: bool,
 }
 
 /// Where a cluster stands in its first probes and its sources' first answers.
@@ -97,6 +101,7 @@ impl ClusterSnapshot {
             warming: warm_up.warming,
             first_probes_pending: warm_up.first_probes_pending,
             discovery_pending: warm_up.discovery_pending,
+            retired: false,
             settings,
         }
     }
@@ -132,8 +137,16 @@ impl ClusterSnapshot {
         self.settings.available_context(self.first_probes_pending)
     }
 
-    /// No members at all: what a cluster holds before its first publication and after it left
-    /// the engine.
+    /// What a cluster that left the engine holds: no members, and picks that reach it find
+    /// no cluster.
+    pub fn retired(settings: Arc<ClusterSettings>, counter: Arc<ClusterCounter>) -> Self {
+        ClusterSnapshot {
+            retired: true,
+            ..Self::empty(settings, counter)
+        }
+    }
+
+    /// No members at all: what a cluster holds before its first publication.
     pub fn empty(settings: Arc<ClusterSettings>, counter: Arc<ClusterCounter>) -> Self {
         let group = Group::default();
         let picker = settings.policies.load_balancing.policy.prepare(&group);
@@ -150,6 +163,7 @@ impl ClusterSnapshot {
             warming: false,
             first_probes_pending: false,
             discovery_pending: false,
+            retired: false,
         }
     }
 }

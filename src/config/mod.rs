@@ -12,6 +12,7 @@
 pub(crate) mod check;
 pub(crate) mod diagnostics;
 pub(crate) mod discovery;
+pub(crate) mod dns_name;
 pub(crate) mod http_version;
 pub(crate) mod metadata;
 pub(crate) mod model;

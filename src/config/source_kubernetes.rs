@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 /// Settings of a Kubernetes source: the endpoints of the EndpointSlices labelled
-/// `kubernetes.io/service-name=<service>`, watched with kube's runtime watcher.
+/// `kubernetes.io/service-name=<service>`, listed and watched through kube's client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesSourceConfig {
     pub(crate) service: String,

@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 
 use super::diagnostics::{Diagnostic, Diagnostics, Place};
+use super::discovery::SourceConfig;
+use super::dns_name::dns_name_problem;
 use super::http_version::{parse_http_version, HttpVersion};
 use super::metadata::{
     parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
@@ -256,6 +258,17 @@ fn validate_discovery(cluster: &ClusterConfig, place: Place<'_>, diags: &mut Dia
                     source.source().type_name()
                 )),
             );
+        }
+        if let SourceConfig::Dns(dns) = source.source() {
+            if let Some(why) = dns_name_problem(dns.dns_name()) {
+                diags.error(
+                    place.path(&format!("{at}:Name")),
+                    place.message(format!(
+                        "Name `{}` is not a DNS name: {why}",
+                        shown(dns.dns_name())
+                    )),
+                );
+            }
         }
         let name = source.source_name();
         if name == crate::config::discovery::RESERVED_SOURCE {

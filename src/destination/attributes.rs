@@ -29,6 +29,9 @@ pub struct DestinationAttributes {
     pub(crate) health_url: Option<Url>,
     pub(crate) metadata: Metadata,
     pub(crate) locality: Locality,
+    /// Whether its source gave the tier; otherwise the cluster's locality rule decides it, and
+    /// a reload that changes the rule re-tiers it.
+    pub(crate) explicit_tier: bool,
 }
 
 impl Default for DestinationAttributes {
@@ -40,6 +43,7 @@ impl Default for DestinationAttributes {
             health_url: None,
             metadata: Metadata::new(),
             locality: Locality::new(),
+            explicit_tier: false,
         }
     }
 }

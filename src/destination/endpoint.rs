@@ -8,13 +8,16 @@ use super::attributes::DestinationAttributes;
 use super::locality::Locality;
 use crate::config::metadata::Metadata;
 use crate::health::state::DiscoveryHealth;
+use crate::uri::{check_base, shown};
 
 /// One endpoint of a cluster, as a source (a discovery source, a config file, your own code)
 /// publishes it: through a [`Publisher`](crate::discovery::Publisher), or directly with
 /// [`Engine::set_destinations`](crate::Engine::set_destinations).
 ///
 /// The `key` identifies the instance within its source (a pod uid, a Consul service id, an etcd
-/// key, `ip:port`); it is also the destination id. Keys are compared case-insensitively.
+/// key, `ip:port`); it is also the destination id, unless another source of the cluster has a
+/// destination with that id already (see [`Engine::set_destinations`](crate::Engine::set_destinations)
+/// for the rule that keeps ids unique). Keys are compared case-insensitively.
 ///
 /// ```
 /// use healthpick::Endpoint;
@@ -37,6 +40,44 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// What the engine refuses in this endpoint, one line each (empty: nothing): an empty key,
+    /// a weight that is not a finite number of 0 or more, an address or probe base that is not
+    /// a usable base URL. The one rule sources leave bad entries out by and
+    /// `Engine::set_destinations` refuses a set by.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.key.trim().is_empty() {
+            problems.push(format!(
+                "endpoint at {} has an empty key",
+                shown(self.address.as_str())
+            ));
+        }
+        let weight = self.attributes.weight;
+        if !(weight.is_finite() && weight >= 0.0) {
+            problems.push(format!(
+                "endpoint `{}`: weight {weight} is not a finite number, 0 or more",
+                self.key
+            ));
+        }
+        if let Err(why) = check_base(self.address.clone()) {
+            problems.push(format!(
+                "endpoint `{}`: address `{}` {why}",
+                self.key,
+                shown(self.address.as_str())
+            ));
+        }
+        if let Some(health) = &self.attributes.health_url {
+            if let Err(why) = check_base(health.clone()) {
+                problems.push(format!(
+                    "endpoint `{}`: health address `{}` {why}",
+                    self.key,
+                    shown(health.as_str())
+                ));
+            }
+        }
+        problems
+    }
+
     /// An endpoint `key` at `address` (an absolute http(s) URL, the base of requests), in tier
     /// 0, with weight 1, no Host header and no metadata.
     pub fn new(key: impl Into<String>, address: Url) -> Self {

@@ -2,7 +2,9 @@
 //! and asks again when the answer's validity (a DNS TTL) runs out, clamped to the configured
 //! bounds, with jitter so processes do not ask in lockstep. After an error it backs off
 //! exponentially from the shortest delay to the longest, with jitter, and the last good set
-//! stays in force. It stops when its handle is dropped or its token is cancelled.
+//! stays in force. An entry of an answer the engine would refuse (a bad address or weight, a
+//! key given twice) is left out with a warning naming it, and the rest of the answer applies.
+//! It stops when its handle is dropped or its token is cancelled.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::admit::admitted;
 use super::source::PollSource;
 use crate::config::discovery::RefreshBounds;
 use crate::engine::publisher::Publisher;
@@ -84,7 +87,7 @@ pub fn poll(
             let delay = match asked {
                 Ok(Ok(answer)) => {
                     let published = match answer.endpoints {
-                        Some(endpoints) => publisher.publish(endpoints),
+                        Some(endpoints) => publisher.publish(admitted(&publisher, endpoints)),
                         None => publisher.not_found(),
                     };
                     if let Err(e) = published {
@@ -164,6 +167,73 @@ impl Backoff {
             return delay;
         }
         delay.mul_f64(1.0 + share * rand::random::<f64>())
+    }
+}
+
+/// Paces the requests of a source that lists and watches (etcd, Kubernetes) or queries in a
+/// loop (Consul): each request starts at least the shortest refresh delay after the one before
+/// it, whatever the server answers (errors, garbage, answers at once, history that is always
+/// gone), so that no server can make a source spin. The one exception,
+/// [`free_next`](Pacer::free_next), lets a list's first watch start at once when the watch
+/// before the list held for that long: a source that works is never slowed down.
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "consul", feature = "kubernetes")),
+    allow(dead_code)
+)]
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    min: Duration,
+    last: Option<tokio::time::Instant>,
+    free: bool,
+}
+
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "consul", feature = "kubernetes")),
+    allow(dead_code)
+)]
+impl Pacer {
+    /// Requests at least `min` apart.
+    pub fn new(min: Duration) -> Pacer {
+        Pacer {
+            min,
+            last: None,
+            free: false,
+        }
+    }
+
+    /// When the next request may start (`None`: now).
+    pub fn next_at(&self) -> Option<tokio::time::Instant> {
+        if self.free {
+            return None;
+        }
+        self.last.map(|last| last + self.min)
+    }
+
+    /// Waits until the next request may start; `false` when `cancel` came first.
+    pub async fn wait(&self, cancel: &CancellationToken) -> bool {
+        let Some(at) = self.next_at() else {
+            return !cancel.is_cancelled();
+        };
+        tokio::select! {
+            () = cancel.cancelled() => false,
+            () = tokio::time::sleep_until(at) => true,
+        }
+    }
+
+    /// A request starts now.
+    pub fn started(&mut self) {
+        self.last = Some(tokio::time::Instant::now());
+        self.free = false;
+    }
+
+    /// The next request may start at once.
+    pub fn free_next(&mut self) {
+        self.free = true;
+    }
+
+    /// The shortest time between two requests.
+    pub fn min(&self) -> Duration {
+        self.min
     }
 }
 

@@ -29,6 +29,7 @@
 //! | `ResolveDestinations` | `dns` | YARP's resolver: each configured destination's host, expanded per address |
 //! | a configuration file (`ConfigFile`) | `file` | a YARP document reloaded whenever the file changes |
 
+pub(crate) mod admit;
 #[cfg(feature = "consul")]
 #[cfg_attr(docsrs, doc(cfg(feature = "consul")))]
 pub mod consul;

@@ -362,11 +362,14 @@ fn pick_with(
     count(ticket, index, place, now)
 }
 
-/// Why a cluster has nothing to pick: a source it waits for has not answered, or nothing it has
-/// is available.
+/// Why a cluster has nothing to pick: it left the engine (a pick that read the table just
+/// before the reload that removed it), a source it waits for has not answered, or nothing it
+/// has is available.
 #[cold]
 pub(crate) fn nothing_to_pick(snapshot: &ClusterSnapshot) -> Miss {
-    if snapshot.discovery_pending && snapshot.members.is_empty() {
+    if snapshot.retired {
+        Miss::UnknownCluster
+    } else if snapshot.discovery_pending && snapshot.members.is_empty() {
         Miss::DiscoveryPending
     } else {
         Miss::NoAvailableDestinations

@@ -188,6 +188,22 @@ impl Publisher {
         runtime.source_answer(&core.hub, &self.source, Some(endpoints), core.clock.now())
     }
 
+    /// Publishes the source's full current set without saying it is well again: a source whose
+    /// data path works (a list) while the part that keeps it current does not (a watch) stays
+    /// stale until that part works, yet its fresh set applies.
+    #[cfg_attr(not(any(feature = "etcd", feature = "kubernetes")), allow(dead_code))]
+    pub(crate) fn publish_keeping_stale(
+        &self,
+        endpoints: Vec<Endpoint>,
+    ) -> Result<(), DestinationsError> {
+        let (core, runtime) = self.target()?;
+        if let Err(e) = validate_set(&self.cluster, &self.source, &endpoints) {
+            runtime.source_failed(&core.hub, &self.source, e.to_string(), core.clock.now())?;
+            return Err(e);
+        }
+        runtime.source_answer_keeping_stale(&core.hub, &self.source, endpoints, core.clock.now())
+    }
+
     /// Says the service does not exist (DNS NXDOMAIN, a deleted Kubernetes service): held by
     /// the update guard like an emptying change.
     ///

@@ -50,7 +50,7 @@ use crate::health::reason::Reason;
 use crate::health::state::{DiscoveryHealth, HealthPart};
 use crate::ids::fold_case;
 use crate::policy::registry::ResolvedPolicies;
-use crate::uri::{parse_base, shown};
+use crate::uri::parse_base;
 
 impl Engine {
     /// Reads, validates and applies a YARP JSON document (a reload when clusters exist).
@@ -223,6 +223,12 @@ impl Engine {
     /// may change); at a new address it is a new instance whose health starts over; a key left
     /// out gets no new picks at once while its requests in flight finish.
     ///
+    /// A destination's id is its key, unless another source of the cluster already has a
+    /// destination with that id (ids are case-insensitive): then it is `key@source`, and when
+    /// that is taken too (by another source's destination, or by a key of this set),
+    /// `key@source#2`, `key@source#3`, ...: the first free one. Ids are unique within a
+    /// cluster, so everything that finds a destination by id finds one.
+    ///
     /// ```
     /// use healthpick::{Endpoint, Engine};
     ///
@@ -236,9 +242,11 @@ impl Engine {
     /// ```
     ///
     /// # Errors
-    /// [`DestinationsError::UnknownCluster`]; [`DestinationsError::Invalid`] when an address is
-    /// not an absolute http(s) URL, a weight is negative or not finite, a key is empty or given
-    /// twice, or `source` is
+    /// [`DestinationsError::UnknownCluster`]; [`DestinationsError::Invalid`] when an address (or
+    /// a probe base, [`Endpoint::health_url`]) is not a usable base URL (absolute http(s), a host
+    /// of at most [`MAX_HOST_LEN`](crate::MAX_HOST_LEN) bytes, at most
+    /// [`MAX_ADDRESS_LEN`](crate::MAX_ADDRESS_LEN) bytes), a weight is negative or not finite,
+    /// a key is empty or given twice, or `source` is
     /// [`CONFIG_SOURCE`] (reserved for the configuration) — nothing changes then.
     pub fn set_destinations(
         &self,
@@ -277,25 +285,10 @@ pub(crate) fn validate_set(
     }
     let mut keys = HashSet::with_capacity(endpoints.len());
     for e in endpoints {
-        if e.key.trim().is_empty() {
-            problems.push(format!("endpoint at {} has an empty key", e.address));
-        } else if !keys.insert(fold_case(&e.key)) {
+        if !e.key.trim().is_empty() && !keys.insert(fold_case(&e.key)) {
             problems.push(format!("key `{}` is given twice", e.key));
         }
-        let weight = e.attributes.weight;
-        if !(weight.is_finite() && weight >= 0.0) {
-            problems.push(format!(
-                "endpoint `{}`: weight {weight} is not a finite number, 0 or more",
-                e.key
-            ));
-        }
-        if let Err(why) = parse_base(e.address.as_str()) {
-            problems.push(format!(
-                "endpoint `{}`: address `{}` {why}",
-                e.key,
-                shown(e.address.as_str())
-            ));
-        }
+        problems.extend(e.problems());
     }
     if problems.is_empty() {
         Ok(())
@@ -330,6 +323,7 @@ fn config_endpoints(cluster: &ClusterConfig) -> Vec<Endpoint> {
                     health_url: d.health_setting().and_then(|h| parse_base(h).ok()),
                     metadata: d.metadata_map().clone(),
                     locality: Locality::new(),
+                    explicit_tier: true,
                 },
                 explicit_tier: true,
                 health: DiscoveryHealth::Unknown,
@@ -390,11 +384,14 @@ impl ClusterRuntime {
         mut endpoints: Vec<Endpoint>,
         now: Duration,
     ) -> Applied {
+        if book.retired {
+            return Applied::default(); // a set published to a cluster that just left
+        }
         let published = self.cell.load().settings.clone();
         let settings = settings.unwrap_or_else(|| published.clone());
         let position = book.source_position(source);
         // Ids are unique within a cluster: a key that another source already uses as an id is
-        // qualified with this source's name.
+        // qualified with this source's name (`unique_id`).
         let taken: HashSet<String> = book
             .sources
             .iter()
@@ -403,9 +400,24 @@ impl ClusterRuntime {
             .flat_map(|(_, s)| s.members.iter().map(|d| fold_case(d.id())))
             .collect();
         // Locality decides the tier of endpoints whose source gave none.
-        if let Some(rule) = &settings.locality {
-            for e in endpoints.iter_mut().filter(|e| !e.explicit_tier) {
+        for e in endpoints.iter_mut() {
+            e.attributes.explicit_tier = e.explicit_tier;
+            if let (Some(rule), false) = (&settings.locality, e.explicit_tier) {
                 e.attributes.tier = rule.tier(&e.attributes.locality);
+            }
+        }
+        // A reload that changes the rule re-tiers the other sources' destinations too, in the
+        // same publication (this source's are tiered above).
+        if settings.locality != published.locality {
+            for (_, s) in book
+                .sources
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != position)
+            {
+                for d in &s.members {
+                    retier(d, settings.locality.as_ref());
+                }
             }
         }
         let previous = std::mem::take(&mut book.sources[position].members);
@@ -497,6 +509,35 @@ impl ClusterRuntime {
     }
 }
 
+/// The id of an endpoint whose key another source's destination already has as its id:
+/// `key@source`, or, when `in_use` says that is taken too (by a destination of another source,
+/// or a key of this source), `key@source#2`, `key@source#3`, ...: the first free one.
+fn unique_id(key: &str, source: &str, mut in_use: impl FnMut(&str) -> bool) -> String {
+    let qualified = format!("{key}@{source}");
+    if !in_use(&qualified) {
+        return qualified;
+    }
+    (2u64..)
+        .map(|n| format!("{qualified}#{n}"))
+        .find(|candidate| !in_use(candidate))
+        .unwrap_or(qualified) // the candidates outnumber any set of ids
+}
+
+/// Gives `d` the tier `rule` says for its locality (tier 0 without a rule), unless its source
+/// gave it one.
+fn retier(d: &Destination, rule: Option<&LocalityRule>) {
+    let attributes = d.info().attributes.load();
+    if attributes.explicit_tier {
+        return;
+    }
+    let tier = rule.map_or(0, |rule| rule.tier(&attributes.locality));
+    if tier != attributes.tier {
+        let mut retiered = DestinationAttributes::clone(&attributes);
+        retiered.tier = tier;
+        d.info().attributes.store(Arc::new(retiered));
+    }
+}
+
 /// What a publication did to one source's destinations.
 struct Merged {
     /// The source's destinations now, in the order published.
@@ -534,11 +575,17 @@ fn merge(
     let mut updated = Vec::new();
     let mut health = Vec::with_capacity(endpoints.len());
     let mut planned = Vec::with_capacity(endpoints.len());
+    let own_keys: HashSet<String> = endpoints.iter().map(|e| fold_case(&e.key)).collect();
+    // Ids given to this publication's renamed endpoints.
+    let mut renamed: HashSet<String> = HashSet::new();
     for endpoint in endpoints {
         health.push(endpoint.health);
         let key: Arc<str> = Arc::from(fold_case(&endpoint.key));
         let id = if taken.contains(&*key) {
-            format!("{}@{source}", endpoint.key)
+            unique_id(&endpoint.key, source, |candidate| {
+                let folded = fold_case(candidate);
+                taken.contains(&folded) || own_keys.contains(&folded) || !renamed.insert(folded)
+            })
         } else {
             endpoint.key
         };

@@ -77,6 +77,8 @@ pub(crate) struct ClusterBook {
     pub warmed: bool,
     /// Who has had a probe result, while the first probes run.
     pub first_probes: FirstProbes,
+    /// The cluster left the engine: nothing is published or added any more.
+    pub retired: bool,
 }
 
 /// How far a cluster's first probes are, kept up to date result by result so that neither the
@@ -175,16 +177,28 @@ pub(crate) struct SourceMembers {
 
 impl ClusterBook {
     /// Where the cluster stands in its first probes and its sources' first answers, for its
-    /// next snapshot.
+    /// next snapshot. A source the configuration names counts as not answered until it is
+    /// registered and answers, so a cluster fed by discovery alone says so from the
+    /// publication that brings it in.
     pub fn warm_up(&self, settings: &ClusterSettings) -> WarmUp {
         let active = settings.probing.is_some();
+        let registered = |name: &str| {
+            self.sources
+                .iter()
+                .any(|s| s.state.is_some() && &*s.source == name)
+        };
         WarmUp {
             warming: active && !self.warmed && !self.first_round_done,
             first_probes_pending: active && !self.first_round_done,
             discovery_pending: self
                 .sources
                 .iter()
-                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered)),
+                .any(|s| s.state.as_ref().is_some_and(|state| !state.answered))
+                || settings
+                    .config
+                    .discovery_sources()
+                    .iter()
+                    .any(|d| !registered(&d.source_name())),
         }
     }
 
@@ -228,17 +242,20 @@ impl ClusterRuntime {
         })
     }
 
-    /// Takes the cluster out of service: every member is removed and the snapshot emptied (which
-    /// also lets go of the members, whose outcome sink is this runtime).
+    /// Takes the cluster out of service: every member is removed and the snapshot replaced by
+    /// a retired one (which also lets go of the members, whose outcome sink is this runtime).
+    /// A pick that read the cluster table before the reload finds no cluster there, as a pick
+    /// after it does.
     pub fn retire(&self) {
         let mut book = self.book.lock();
+        book.retired = true;
         for source in book.sources.drain(..) {
             for d in source.members {
                 d.mark_removed();
             }
         }
         let settings = self.cell.load().settings.clone();
-        self.cell.store(Arc::new(ClusterSnapshot::empty(
+        self.cell.store(Arc::new(ClusterSnapshot::retired(
             settings,
             self.counter.clone(),
         )));

@@ -30,13 +30,30 @@ impl ClusterRuntime {
         now: Duration,
     ) {
         let mut book = self.book.lock();
+        if book.retired {
+            return; // the cluster just left
+        }
         let position = book.source_position(source);
+        let source_name = book.sources[position].source.clone();
         match &mut book.sources[position].state {
             Some(existing) => {
                 existing.kind = state.kind;
                 existing.target = state.target;
-                existing.guard = state.guard;
                 existing.first_answer_within = state.first_answer_within;
+                let guard_changed = existing.guard != state.guard;
+                existing.guard = state.guard;
+                // A held change applies when the new guard says (what the status shows): the
+                // timer set under the old delay would fire too late, or find nothing due.
+                if let Some(held) = existing.held.as_ref().filter(|_| guard_changed) {
+                    if existing.guard.mode == GuardMode::AfterConfirmation {
+                        let target: Weak<dyn TimerTarget> = self.me.clone();
+                        hub.timers.schedule(Timer::new(
+                            held.since + existing.guard.confirm_after,
+                            target,
+                            Due::HeldChange(source_name),
+                        ));
+                    }
+                }
             }
             slot @ None => *slot = Some(state),
         }
@@ -57,12 +74,37 @@ impl ClusterRuntime {
     }
 
     /// A source's answer: its full set, or `None` ("does not exist"). The update guard decides
-    /// whether it applies now.
+    /// whether it applies now. A stale source is well again.
     pub(crate) fn source_answer(
         &self,
         hub: &Hub,
         source: &str,
         endpoints: Option<Vec<Endpoint>>,
+        now: Duration,
+    ) -> Result<(), DestinationsError> {
+        self.answer(hub, source, endpoints, true, now)
+    }
+
+    /// [`source_answer`](Self::source_answer) of a full set from a source that stays stale (see
+    /// `Publisher::publish_keeping_stale`).
+    #[cfg_attr(not(any(feature = "etcd", feature = "kubernetes")), allow(dead_code))]
+    pub(crate) fn source_answer_keeping_stale(
+        &self,
+        hub: &Hub,
+        source: &str,
+        endpoints: Vec<Endpoint>,
+        now: Duration,
+    ) -> Result<(), DestinationsError> {
+        self.answer(hub, source, Some(endpoints), false, now)
+    }
+
+    /// A source's answer; `settles`: whether a stale source is well again.
+    fn answer(
+        &self,
+        hub: &Hub,
+        source: &str,
+        endpoints: Option<Vec<Endpoint>>,
+        settles: bool,
         now: Duration,
     ) -> Result<(), DestinationsError> {
         let mut book = self.book.lock();
@@ -79,7 +121,7 @@ impl ClusterRuntime {
         let first = !state.answered;
         state.answered = true;
         state.last_success = Some(now);
-        let recovered = state.stale_since.take().is_some();
+        let recovered = settles && state.stale_since.take().is_some();
         let verdict = judge(&state.guard, &current, endpoints.as_deref());
         let source_name: Arc<str> = book.sources[position].source.clone();
         if recovered {
@@ -125,9 +167,12 @@ impl ClusterRuntime {
             } => {
                 let confirm_after = state.guard.confirm_after;
                 let mode = state.guard.mode;
-                match &state.held {
+                match &mut state.held {
                     Some(held) if held.same_as(endpoints.as_deref()) => {
-                        // Seen again: applied once it has stood for the confirmation delay.
+                        // Seen again: what applies once confirmed is what the source says now
+                        // (weights, metadata, health may have changed), held since it was first
+                        // seen; applied once it has stood for the confirmation delay.
+                        held.endpoints = endpoints;
                         if mode == GuardMode::AfterConfirmation && now >= held.since + confirm_after
                         {
                             self.release(hub, &mut book, position, Release::Confirmed, now);

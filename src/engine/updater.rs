@@ -545,6 +545,9 @@ impl ClusterRuntime {
         snapshot: ClusterSnapshot,
         now: Duration,
     ) {
+        if book.retired {
+            return; // it keeps its retired snapshot
+        }
         let ids: Vec<Arc<str>> = snapshot
             .available
             .iter()

@@ -8,3 +8,4 @@ mod config_serde;
 mod config_status;
 mod config_validation;
 mod config_yarp;
+mod faults;

@@ -167,17 +167,18 @@ async fn datacenters_of_the_failover_list_are_tiers() {
             .unwrap()
             .tier
     };
-    assert_eq!((tier("w1/web"), tier("c1/web")), (0, 1));
+    // Keys name the datacenter: node names are unique within one only.
+    assert_eq!((tier("eu-west/w1/web"), tier("eu-central/c1/web")), (0, 1));
     for _ in 0..50 {
         assert_eq!(
             engine.pick_endpoint("web").unwrap().destination().id(),
-            "w1/web"
+            "eu-west/w1/web"
         );
     }
     // The preferred datacenter's instance fails its check: traffic fails over.
     agent.set("eu-west", vec![entry("w1", 8001, "critical")], None);
     until("failed over", || {
-        engine.pick_endpoint("web").unwrap().destination().id() == "c1/web"
+        engine.pick_endpoint("web").unwrap().destination().id() == "eu-central/c1/web"
     })
     .await;
     let dcs: Vec<Option<String>> = agent.seen().iter().map(|s| s.dc.clone()).collect();

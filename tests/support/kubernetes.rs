@@ -15,7 +15,9 @@
 //! Knobs: apply and delete slices, send a bookmark, close every watch, mute watches (the
 //! connection stays open and says nothing, `timeoutSeconds` included), compact the history and
 //! expire the open watches, hold new watch requests, fail every request with a status code.
-//! Every request is logged.
+//! Misbehaviours: answer every watch with 410 (an `ERROR` event, or HTTP 410), delete a slice
+//! with a truncated `DELETED` line, answer every request with a raw body, end every watch at
+//! once. Every request is logged.
 
 #![allow(dead_code)]
 
@@ -64,6 +66,17 @@ struct Mutation {
     ns: String,
     before: Option<Value>,
     after: Option<Value>,
+    /// Its event line is cut short (a broken proxy).
+    truncated: bool,
+}
+
+/// How the fake answers every watch when told to expire them all.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Expiry {
+    /// `200` and one `ERROR` event with a 410 `Expired` Status.
+    Event,
+    /// HTTP `410 Gone` with the Status as its body.
+    Status,
 }
 
 enum Frame {
@@ -97,6 +110,11 @@ struct Store {
     next_id: u64,
     requests: Vec<Request>,
     fail: Option<u16>,
+    expire_every_watch: Option<Expiry>,
+    /// Every request is answered `200` with this body.
+    raw: Option<String>,
+    /// Every watch ends at once, without a line.
+    end_watches: bool,
 }
 
 /// The fake API server; it stops when dropped.
@@ -131,6 +149,9 @@ impl FakeApiServer {
             next_id: 0,
             requests: Vec::new(),
             fail: None,
+            expire_every_watch: None,
+            raw: None,
+            end_watches: false,
         }));
         let (watches_open, rx) = watch::channel(true);
         let app = Router::new()
@@ -205,12 +226,23 @@ impl FakeApiServer {
             ns: ns.to_string(),
             before,
             after: Some(slice),
+            truncated: false,
         });
         rv
     }
 
     /// Deletes a slice of namespace `default`.
     pub fn delete(&self, name: &str) -> u64 {
+        self.delete_as(name, false)
+    }
+
+    /// Deletes a slice of namespace `default`, telling open watches with a `DELETED` line cut
+    /// short (what a broken proxy passes on); a list no longer has it.
+    pub fn delete_truncated(&self, name: &str) -> u64 {
+        self.delete_as(name, true)
+    }
+
+    fn delete_as(&self, name: &str, truncated: bool) -> u64 {
         let mut store = self.store.lock();
         store.rv += 1;
         let rv = store.rv;
@@ -223,6 +255,7 @@ impl FakeApiServer {
             ns: "default".into(),
             before: Some(before),
             after: None,
+            truncated,
         });
         rv
     }
@@ -287,6 +320,26 @@ impl FakeApiServer {
         self.store.lock().fail = code;
     }
 
+    /// Answers every watch request with 410, however recent its resource version (`None`:
+    /// normally again); lists are answered normally.
+    pub fn expire_every_watch(&self, expiry: Option<Expiry>) {
+        self.store.lock().expire_every_watch = expiry;
+    }
+
+    /// Answers every request, list or watch, `200` with this body (`None`: normally again).
+    pub fn answer_raw(&self, body: Option<&str>) {
+        self.store.lock().raw = body.map(str::to_string);
+    }
+
+    /// Ends every watch at once, without a line (`false`: normally again).
+    pub fn end_watches_at_once(&self, end: bool) {
+        self.store.lock().end_watches = end;
+    }
+
+    pub fn watches(&self) -> usize {
+        self.requests().iter().filter(|r| r.is_watch()).count()
+    }
+
     pub fn requests(&self) -> Vec<Request> {
         self.store.lock().requests.clone()
     }
@@ -316,6 +369,10 @@ impl Store {
                 return !w.tx.is_closed();
             }
             match event_for(&mutation, &w.ns, &w.selector) {
+                Some(line) if mutation.truncated => {
+                    let cut = format!("{}\n", &line[..line.len() / 2]);
+                    w.tx.send(Frame::Line(cut)).is_ok()
+                }
                 Some(line) => w.tx.send(Frame::Line(line)).is_ok(),
                 None => !w.tx.is_closed(),
             }
@@ -411,13 +468,50 @@ async fn endpointslices(
         path: format!("/apis/{API_VERSION}/namespaces/{ns}/endpointslices"),
         params,
     };
-    let fail = {
+    let (fail, expire, raw, end_watches) = {
         let mut store = shared.store.lock();
         store.requests.push(request.clone());
-        store.fail
+        (
+            store.fail,
+            store.expire_every_watch,
+            store.raw.clone(),
+            store.end_watches,
+        )
     };
     if let Some(code) = fail {
         return status_response(code, "InternalError", "etcdserver: request timed out");
+    }
+    if let Some(body) = raw {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
+    if request.is_watch() {
+        let message = "too old resource version: 1 (2)";
+        match expire {
+            Some(Expiry::Status) => return status_response(410, "Expired", message),
+            Some(Expiry::Event) => {
+                let line = event_line("ERROR", &status(410, "Expired", message));
+                return (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    line,
+                )
+                    .into_response();
+            }
+            None => {}
+        }
+        if end_watches {
+            return (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                "",
+            )
+                .into_response();
+        }
     }
     let selector = match parse_selector(request.param("labelSelector").unwrap_or_default()) {
         Ok(selector) => selector,

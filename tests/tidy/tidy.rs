@@ -50,7 +50,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             concat!(
                 r"(?i)\bwas\s+~?\d",
                 r"|\d[\d.,]*\s?(ns|us|\x{b5}s|ms|s|x|%|KiB|MiB)\s*(->|\x{2192})\s*~?\d",
-                r"|\(measured|\bmeasured on\b|\binstructions\b",
+                r"|\(measured|\bmeasured on (the |a |an )?([\w-]+ )?(host|machine|vm)\b|\binstructions\b",
                 r"|\b\d[\d.,]*\s?(ns|us|\x{b5}s) (a|per|for one) (pick|request|call)\b",
             ),
             false,
@@ -297,6 +297,7 @@ fn each_rule_finds_its_kind_and_leaves_look_alikes_alone() {
         "let colour = \"#123456\"; // #ff00aa",
         "// A span in .NET ticks (100 ns); 2^24 ns units.",
         "// The window was full; 0/1 -> Healthy.",
+        "/// The longest address, measured on the URL as parsed.",
         "let c = '\"'; // a quote, and the next line is code",
         "let s = \"// issue 3 in a string is data\";",
         "fn f<'a>(x: &'a str) -> &'a str { x } // lifetimes",

@@ -1,8 +1,11 @@
 //! Reading Consul's `/v1/health/service/<name>` answer: one entry per instance, with
 //! its node, its service registration and its checks.
 //!
-//! - key: `node/service-id` (a service id is unique per node only);
-//! - address: `Service.Address`, else `Node.Address`, with `Service.Port`;
+//! - key: `node/service-id` (a service id is unique per node only), with `%` and `/` inside
+//!   either written `%25` and `%2F`, so that no two entries share a key;
+//! - address: `Service.Address`, else `Node.Address`, with `Service.Port`: `scheme://host:port/`,
+//!   where the address must be a host (an IP address or a name): one with a path, a query, a
+//!   user or a port of its own, or too long for a host, is not a destination;
 //! - discovery health from the checks: any `critical` (maintenance mode included) is
 //!   `Unhealthy`, else any `warning` is `Draining`, else `Healthy`;
 //! - weight: `Service.Weights.Passing`, or `Weights.Warning` while a check warns;
@@ -16,10 +19,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
-use url::Url;
 
 use crate::destination::endpoint::Endpoint;
 use crate::destination::locality::Locality;
+use crate::discovery::admit::base_url;
 use crate::health::state::DiscoveryHealth;
 
 /// An entry of the answer that is not a destination, and why.
@@ -123,7 +126,7 @@ fn endpoint(entry: Entry, scheme: &str, tier: Option<u32>) -> Result<Endpoint, E
     } else {
         &service.id
     };
-    let key = format!("{}/{}", node.node, id);
+    let key = format!("{}/{}", key_part(&node.node), key_part(id));
     let fail = |problem: String| EntryError {
         key: key.clone(),
         problem,
@@ -150,13 +153,7 @@ fn endpoint(entry: Entry, scheme: &str, tier: Option<u32>) -> Result<Endpoint, E
             )))
         }
     };
-    let host_part = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]") // an IPv6 address
-    } else {
-        host.clone()
-    };
-    let address = Url::parse(&format!("{scheme}://{host_part}:{port}/"))
-        .map_err(|e| fail(format!("address `{host}` with port {port}: {e}")))?;
+    let address = base_url(scheme, host, port).map_err(fail)?;
     let health = health_of(&checks);
     let weights = service.weights.unwrap_or_default();
     let weight = match health {
@@ -187,6 +184,16 @@ fn endpoint(entry: Entry, scheme: &str, tier: Option<u32>) -> Result<Endpoint, E
         endpoint = endpoint.tier(tier);
     }
     Ok(endpoint)
+}
+
+/// A part of a key (a node name, a service id, a datacenter) with `%` and `/` escaped, so that
+/// parts joined by `/` never read as other parts.
+pub(crate) fn key_part(part: &str) -> std::borrow::Cow<'_, str> {
+    if part.contains(['%', '/']) {
+        std::borrow::Cow::Owned(part.replace('%', "%25").replace('/', "%2F"))
+    } else {
+        std::borrow::Cow::Borrowed(part)
+    }
 }
 
 /// The worst of the checks: critical (maintenance mode is a critical check) excludes, a warning

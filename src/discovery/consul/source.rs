@@ -1,11 +1,15 @@
 //! The Consul source: the instances of a service from `/v1/health/service/<name>`,
 //! kept current with blocking queries, per datacenter of a failover list (the first is tier 0).
 //!
+//! With a failover list of datacenters, a destination's key names its datacenter
+//! (`eu-west/node/service-id`): node names are unique within a datacenter only.
+//!
 //! Blocking queries as Consul documents them: each query sends the `X-Consul-Index` of the
 //! previous answer and waits up to `wait` for a change; an index that goes backwards is reset to
-//! 0 (one immediate read), an index below 1 is taken as 1, and an answer that comes back at once
-//! without a change does not make the next query come sooner than the shortest refresh delay —
-//! the source never spins. The client's timeout is above `wait + wait/16` (the jitter Consul
+//! 0 (a read without an index), an index below 1 is taken as 1, and whatever the agent
+//! answers (at once, without a change, with an index that keeps moving or goes back), a
+//! datacenter's queries start at least the shortest refresh delay apart — the source never
+//! spins. After a blocking query that waited, the next one is sent at once. The client's timeout is above `wait + wait/16` (the jitter Consul
 //! adds). With stale reads, `X-Consul-LastContact` above the allowed staleness makes the answer a
 //! failure. A failing datacenter keeps its last good set, and the source is stale until it
 //! answers again.
@@ -14,15 +18,15 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use super::entries::parse_entries;
+use super::entries::{key_part, parse_entries};
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR};
 use crate::destination::endpoint::Endpoint;
-use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
+use crate::discovery::admit::admitted;
+use crate::discovery::driver::{refresh_span, Backoff, Pacer, SourceTask};
 use crate::discovery::http::{describe, read_bounded};
 use crate::engine::publisher::Publisher;
 
@@ -66,7 +70,7 @@ enum Update {
 
 impl ConsulSource {
     /// A source as configured, with the default refresh bounds (retries from 5 s up to 5 min;
-    /// no two queries of a datacenter sooner than 5 s apart unless something changed).
+    /// no two queries of a datacenter start sooner than 5 s apart).
     ///
     /// # Errors
     /// An empty service name, an agent address that is not a URL, a bad scheme.
@@ -123,7 +127,7 @@ impl ConsulSource {
     }
 
     /// Sets the retry bounds (backoff from `min` up to `max`); `min` is also the shortest time
-    /// between two queries of a datacenter that returned without a change.
+    /// between the starts of two queries of a datacenter.
     #[must_use]
     pub fn refresh(mut self, refresh: RefreshBounds) -> Self {
         self.refresh = refresh;
@@ -168,7 +172,7 @@ impl ConsulSource {
                     // Every datacenter's last good set: those that have not answered yet (or
                     // fail now) add theirs when they do.
                     let all: Vec<Endpoint> = sets.iter().flatten().flatten().cloned().collect();
-                    if let Err(e) = publisher.publish(all) {
+                    if let Err(e) = publisher.publish(admitted(&publisher, all)) {
                         tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "Consul set not published: {e}");
                     }
                 }
@@ -201,9 +205,15 @@ impl ConsulSource {
             .position(|d| *d == dc)
             .unwrap_or_default();
         let mut backoff = Backoff::new(self.refresh);
+        // Whatever the agent answers (at once, with an index that moves or goes back),
+        // queries start at least the shortest refresh delay apart.
+        let mut pacer = Pacer::new(self.refresh.min);
         let mut index: u64 = 0;
         loop {
-            let asked = Instant::now();
+            if let Some(at) = pacer.next_at() {
+                tokio::time::sleep_until(at).await;
+            }
+            pacer.started();
             let delay = match self.query(dc.as_deref(), index).await {
                 Ok(answer) => {
                     let previous = index;
@@ -224,7 +234,7 @@ impl ConsulSource {
                                 for e in errors {
                                     tracing::warn!(target: "healthpick", "{e}; left out");
                                 }
-                                Update::Set(endpoints)
+                                Update::Set(in_datacenter(endpoints, dc.as_deref()))
                             }
                             Err(why) => Update::Failed(why),
                         },
@@ -237,12 +247,7 @@ impl ConsulSource {
                         backoff.failed()
                     } else {
                         backoff.succeeded(Some(Duration::ZERO));
-                        // No change and back at once: wait out the shortest delay (no spinning).
-                        if index == previous || index == 0 {
-                            self.refresh.min.saturating_sub(asked.elapsed())
-                        } else {
-                            Duration::ZERO
-                        }
+                        Duration::ZERO
                     }
                 }
                 Err(why) => {
@@ -324,6 +329,22 @@ struct QueryAnswer {
     index: u64,
     last_contact: Option<Duration>,
     body: Vec<u8>,
+}
+
+/// The endpoints of a named datacenter of the failover list, their keys qualified with it
+/// (`dc/node/service-id`): node names are unique within a datacenter only, and the source
+/// publishes every datacenter's endpoints together.
+fn in_datacenter(endpoints: Vec<Endpoint>, dc: Option<&str>) -> Vec<Endpoint> {
+    let Some(dc) = dc else {
+        return endpoints;
+    };
+    endpoints
+        .into_iter()
+        .map(|mut e| {
+            e.key = format!("{}/{}", key_part(dc), e.key);
+            e
+        })
+        .collect()
 }
 
 /// `CONSUL_HTTP_ADDR` as Consul's tools take it: `host:port` or a URL.

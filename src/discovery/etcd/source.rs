@@ -5,8 +5,12 @@
 //! guard as one change. A watch that ends resumes from the revision after the last one seen;
 //! when etcd cannot be reached the last good set stays (the source is stale) and it retries
 //! with backoff. When etcd has compacted its history past that revision (or the store went
-//! back), the prefix is read again. It is also read again every `MaxRefresh`, so a watch that
-//! went silent without an error cannot leave the set behind for long.
+//! back), the prefix is read again; when that happens again before a watch said anything, twice
+//! in a row, the source is stale (what the reads say still applies) until a watch says
+//! something. It is also read again every `MaxRefresh`, so a watch that went silent without an
+//! error cannot leave the set behind for long. Whatever etcd answers, reads and watches start
+//! at least `MinRefresh` apart (a read and its first watch go together), and a watch that ends
+//! at once without a word, twice in a row, is a failure: the source never spins.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +24,8 @@ use super::value::parse_value;
 use crate::config::discovery::RefreshBounds;
 use crate::config::source_etcd::EtcdSourceConfig;
 use crate::destination::endpoint::Endpoint;
-use crate::discovery::driver::{refresh_span, Backoff, SourceTask};
+use crate::discovery::admit::admitted;
+use crate::discovery::driver::{refresh_span, Backoff, Pacer, SourceTask};
 use crate::engine::publisher::Publisher;
 use crate::ids::fold_case;
 
@@ -84,7 +89,18 @@ impl EtcdSource {
     async fn run(self, publisher: Publisher, cancel: CancellationToken) {
         let mut backoff = Backoff::new(self.refresh);
         let mut keys = Keys::new(&self.prefix);
+        // However etcd answers, requests start at least the shortest delay apart.
+        let mut pacer = Pacer::new(self.refresh.min);
+        // Whether the last watch held for the shortest delay (or there was none yet).
+        let mut held = true;
+        // Reads of the prefix in a row whose watch had to read it again before it said
+        // anything (history compacted, or a store behind what was read, every time).
+        let mut relists_in_a_row = 0u32;
         loop {
+            if !pacer.wait(&cancel).await {
+                return;
+            }
+            pacer.started();
             let span = refresh_span(&publisher);
             let listed = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -106,37 +122,88 @@ impl EtcdSource {
                     continue;
                 }
             };
-            backoff.succeeded(None);
+            if held {
+                // A read and its first watch go together.
+                pacer.free_next();
+            }
+            if !keys.watch_broken {
+                backoff.succeeded(None);
+            }
             let resync = tokio::time::sleep(Backoff::new(self.refresh).succeeded(None));
             tokio::pin!(resync);
             // Watch from the next revision; a lost watch resumes where it was, keeping the
             // last good set, until the prefix must be read again.
             let mut failed = false;
+            let mut delivered = false;
+            // Watches in a row that ended at once without a word.
+            let mut hasty_ends = 0u32;
             loop {
+                if let Some(at) = pacer.next_at() {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = &mut resync => break,
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                pacer.started();
+                let started = tokio::time::Instant::now();
+                let said_before = delivered;
                 let watch = Watch {
                     publisher: &publisher,
                     keys: &mut keys,
                     revision: &mut revision,
                     failed: &mut failed,
+                    delivered: &mut delivered,
                 };
                 let end = tokio::select! {
                     () = cancel.cancelled() => return,
-                    () = &mut resync => break,
+                    () = &mut resync => {
+                        held = started.elapsed() >= pacer.min();
+                        break;
+                    }
                     end = self.watch(watch) => end,
                 };
+                held = started.elapsed() >= pacer.min();
+                if delivered {
+                    relists_in_a_row = 0;
+                }
                 match end {
-                    WatchEnd::Relist(why) => {
+                    WatchEnd::Relist(why) if delivered => {
                         tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "reading the etcd prefix again: {why}");
+                        break;
+                    }
+                    WatchEnd::Relist(why) => {
+                        relists_in_a_row += 1;
+                        if relists_in_a_row >= 2 {
+                            keys.watch_broken = true;
+                            let _ = publisher.failed(format_args!(
+                                "etcd watch: {why} ({relists_in_a_row} times in a row, each time before the watch said anything since the prefix was read)"
+                            ));
+                        }
+                        if pause(&cancel, backoff.failed()).await {
+                            return;
+                        }
                         break;
                     }
                     WatchEnd::Lost { why, progressed } => {
                         tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "etcd watch lost: {why}");
-                        if progressed {
-                            // It ran: resume at once (a restart, a balancer closing it).
+                        let said = delivered && !said_before;
+                        if said || started.elapsed() >= pacer.min() {
+                            hasty_ends = 0;
+                        } else if progressed {
+                            hasty_ends += 1;
+                        }
+                        if progressed && hasty_ends < 2 {
+                            // It ran: resume (a restart, a balancer closing it).
                             backoff.succeeded(None);
                             continue;
                         }
                         failed = true;
+                        let why = if progressed {
+                            format!("the watch ends at once without a word: {why}")
+                        } else {
+                            why
+                        };
                         let _ = publisher.failed(format_args!("etcd watch: {why}"));
                         if pause(&cancel, backoff.failed()).await {
                             return;
@@ -191,10 +258,16 @@ impl EtcdSource {
                 }
                 progressed = true;
                 if std::mem::take(w.failed) {
-                    // Answering again: the set in force is current (no longer stale).
+                    // Answering again: the set in force is current (no longer stale, unless
+                    // it is the watches that fail: see `Keys::watch_broken`).
                     w.keys.publish(w.publisher);
                 }
                 continue;
+            }
+            *w.delivered = true;
+            if std::mem::take(&mut w.keys.watch_broken) {
+                // The watch works again: so does the source.
+                w.keys.publish(w.publisher);
             }
             if message.events.is_empty() {
                 // A progress notification: everything up to its revision was seen.
@@ -221,6 +294,9 @@ struct Watch<'a> {
     revision: &'a mut i64,
     /// Whether the source was marked failed since it last answered.
     failed: &'a mut bool,
+    /// Whether a watch said something (events, a progress notification) since the prefix was
+    /// read.
+    delivered: &'a mut bool,
 }
 
 /// Why a watch ended.
@@ -243,6 +319,9 @@ async fn pause(cancel: &CancellationToken, delay: Duration) -> bool {
 struct Keys {
     prefix: String,
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// The source fails because its watches do (reads work): what a read says applies, but
+    /// the source stays stale until a watch says something.
+    watch_broken: bool,
 }
 
 /// One key: the revision its value was written at and the last good destination it held.
@@ -256,6 +335,7 @@ impl Keys {
         Keys {
             prefix: prefix.to_string(),
             entries: BTreeMap::new(),
+            watch_broken: false,
         }
     }
 
@@ -322,7 +402,13 @@ impl Keys {
     }
 
     fn publish(&self, publisher: &Publisher) {
-        if let Err(e) = publisher.publish(self.endpoints()) {
+        let endpoints = admitted(publisher, self.endpoints());
+        let published = if self.watch_broken {
+            publisher.publish_keeping_stale(endpoints)
+        } else {
+            publisher.publish(endpoints)
+        };
+        if let Err(e) = published {
             tracing::debug!(target: "healthpick", cluster = publisher.cluster(), source = publisher.source(), "etcd set not published: {e}");
         }
     }

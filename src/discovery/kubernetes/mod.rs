@@ -1,6 +1,6 @@
 //! Discovery from Kubernetes (feature `kubernetes`): the endpoints of a Service from
-//! its EndpointSlices (`discovery.k8s.io/v1`), listed and then watched with kube's runtime
-//! watcher; a list (`Init` … `InitDone`) replaces the whole set. `slices.rs` holds the mapping
+//! its EndpointSlices (`discovery.k8s.io/v1`), listed and then watched through kube's client;
+//! a list replaces the whole set. `slices.rs` holds the mapping
 //! rules (ports, keys, conditions to discovery health, zones and topology hints to tiers,
 //! merging several slices), `source.rs` the watch loop.
 //!
