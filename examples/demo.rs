@@ -379,8 +379,8 @@ async fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
     // Start: every destination probed Healthy, traffic on tier 0 only. The window ends a grace
     // before the first fault: a call started just before local-1 is killed may fail there after
-    // connecting, and such a call leaves its tier (README, "What counts as a failure"), so
-    // tier 1 answers it.
+    // connecting, and such a call leaves its tier (`healthpick::guide::timeouts_and_failures`),
+    // so tier 1 answers it.
     let first_fault = step_at("local-1 killed");
     let served = answered(t0, first_fault.saturating_sub(GRACE));
     report.check(

@@ -33,6 +33,22 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Guide
+//!
+//! The manual is the [`guide`] module, one chapter per task:
+//!
+//! - [discovery](guide::discovery), with a chapter per source: [DNS](guide::discovery::dns),
+//!   [a watched file](guide::discovery::config_file), [etcd](guide::discovery::etcd),
+//!   [Consul](guide::discovery::consul), [Kubernetes](guide::discovery::kubernetes);
+//! - [tiers and load balancing](guide::tiers);
+//! - [health under faults](guide::health), and the service side;
+//! - [timeouts, failures and retries](guide::timeouts_and_failures);
+//! - [integrations](guide::integrations): reqwest-middleware, tower and tonic, tracing, metrics,
+//!   TOML and YAML;
+//! - [the configuration reference](guide::configuration);
+//! - [the command line](guide::command_line);
+//! - [performance](guide::performance): what the benches measure.
+//!
 //! ## Faces
 //!
 //! One engine, several ways in. They all build the same runtime state and pick through the same
@@ -120,7 +136,8 @@
 //! per change.
 //!
 //! The crate's layers and seams are described in `ARCHITECTURE.md`; a test keeps imports
-//! one-way.
+//! one-way. The command-line tool is its own package, `healthpick-cli` (see
+//! [the command line](guide::command_line)).
 //!
 //! Time comes from a [`Clock`] ([`ManualClock`] in tests, with [`Engine::fire_due_timers`]) and
 //! randomness from a seedable source ([`EngineBuilder::seed`]), so every rule is deterministic
@@ -135,13 +152,14 @@
 //! | `http2` | yes | HTTP/2 probes when a cluster's `HttpRequest:Version` asks for it |
 //! | `middleware` | no | the `middleware` module: `HealthPickMiddleware` for `reqwest-middleware` |
 //! | `axum` | no | `service::health_router`, ready-made axum health endpoints |
-//! | `cli` | no | the `healthpick` command-line tool (`check`, `watch`, `simulate`); turns on `file` |
+//! | `serde` | no | `Deserialize` and `Serialize` for [`Config`]: the YARP document in TOML, YAML or any serde format |
 //! | `file` | no | `discovery::ConfigFile`: a YARP configuration file reloaded whenever it changes |
 //! | `dns` | no | `discovery::dns`: destinations from A/AAAA or SRV records, and YARP's per-destination DNS resolution (hickory) |
 //! | `etcd` | no | `discovery::etcd`: the keys under an etcd prefix, watched (etcd's JSON gateway), and `service::EtcdRegistration` |
 //! | `consul` | no | `discovery::consul`: a Consul service's instances through blocking queries |
 //! | `metrics` | no | the `metrics` module: counters, gauges and histograms through the `metrics` facade crate (no exporter) |
 //! | `kubernetes` | no | `discovery::kubernetes`: a Service's EndpointSlices, listed and watched through kube's client; Rust 1.89, and your binary chooses k8s-openapi's version feature |
+//! | `tower` | no | the `tower` module: a tower `Layer` for hyper, axum's client side and tonic, and a `tower::discover` stream of a cluster's best destinations |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -194,6 +212,9 @@ pub mod tower;
 // Tools.
 pub mod simulate;
 pub mod table;
+
+// Facade: the user's guide, documentation only.
+pub mod guide;
 
 pub use client::{
     AttemptError, AttemptFailure, ClientError, HealthAwareClient, HealthAwareClientBuilder,
