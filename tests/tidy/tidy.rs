@@ -1,7 +1,8 @@
 //! Words that mean nothing to a reader of the code or the docs, kept out by a test: users have
 //! neither the design notes nor the issue tracker, and a figure from one machine on one day goes
 //! stale the day the code changes. This reads the Rust files of `src/`, `cli/src`, `cli/tests`
-//! and `tests/`, and `ARCHITECTURE.md` and `README.md`, and fails, naming file and line, on
+//! and `tests/`, and `ARCHITECTURE.md`, `README.md` and the guide's chapters, and fails, naming
+//! file and line, on
 //!
 //! - a citation of a section of the specification (a section sign before a number);
 //! - an issue number ("issue" and a number, or a number sign before a number in prose);
@@ -12,7 +13,7 @@
 //!
 //! In Rust files only comments count, and string literals for the specification rule: code and
 //! test data may hold anything (a Kubernetes timestamp, a `#[derive]`, a hex colour). Markdown
-//! files count as a whole. `README.md` has a test of its own.
+//! files count as a whole. `README.md` and the guide have a test of their own.
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -260,8 +261,18 @@ fn code_and_architecture_cite_no_spec_sections_issues_dates_or_benchmark_history
 }
 
 #[test]
-fn readme_cites_no_spec_sections_issues_dates_or_benchmark_history() {
-    assert_tidy(&problems(&[root().join("README.md")]));
+fn readme_and_guide_cite_no_spec_sections_issues_dates_or_benchmark_history() {
+    let root = root();
+    let mut paths = vec![root.join("README.md")];
+    let guide = std::fs::read_dir(root.join("src/guide")).expect("src/guide");
+    for entry in guide {
+        let path = entry.expect("a guide entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            paths.push(path);
+        }
+    }
+    assert!(paths.len() > 5, "the guide's chapters: {paths:?}");
+    assert_tidy(&problems(&paths));
 }
 
 /// Every rule fires on a line made for it, and stays quiet on its look-alikes: a test that
