@@ -7,6 +7,7 @@
 //! [`LoadBalancingPolicy::prepare`] and [`InFlightCounts`].
 
 pub(crate) mod balancing;
+pub(crate) mod consistent_hash;
 pub(crate) mod direct;
 pub(crate) mod first_alphabetical;
 pub(crate) mod group;
