@@ -23,7 +23,7 @@ mod consistent_hash;
 
 use std::hint::black_box;
 
-use consistent_hash::{key_hash, load_bound, HashRing};
+use consistent_hash::{key_hash, HashRing, LoadBound};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 /// Member counts the lookups are measured at.
@@ -74,17 +74,16 @@ fn bench_home(c: &mut Criterion) {
 }
 
 fn bench_pick_bounded(c: &mut Criterion) {
-    const C: f64 = 1.25;
     const IN_FLIGHT: usize = 10_000;
+    let bound = LoadBound::new(1.25, IN_FLIGHT);
     let keys = key_hashes();
     let mut group = c.benchmark_group("consistent_hash/pick_bounded");
     for n in SIZES {
         let ring = ring(&ids(n));
         let loads: Vec<usize> = (0..n)
             .map(|i| {
-                let bound = load_bound(C, IN_FLIGHT, ring.share(i));
                 if i % 5 == 0 {
-                    bound
+                    bound.limit(ring.share(i))
                 } else {
                     IN_FLIGHT / n
                 }
@@ -94,8 +93,9 @@ fn bench_pick_bounded(c: &mut Criterion) {
             let mut next = 0usize;
             b.iter(|| {
                 next = (next + 1) & 0xffff;
+                let bound = LoadBound::new(1.25, black_box(IN_FLIGHT));
                 ring.pick(black_box(keys[next]), |i| {
-                    loads[i] < load_bound(C, IN_FLIGHT, ring.share(i))
+                    bound.admits(loads[i], ring.share(i))
                 })
             });
         });

@@ -5,7 +5,7 @@
 //! leaves, only the keys it gains or loses may move. A [`HashRing`] gives every key a stable
 //! *preference order* over the group's members ([`HashRing::candidates`]); the first is the key's
 //! home, and [`HashRing::pick`] takes the first one the caller accepts. The caller accepts a
-//! member while it is available and under the load bound of [`load_bound`], so no member takes
+//! member while it is available and under the load bound of [`LoadBound`], so no member takes
 //! more than `c` times its share of the requests in flight and a key whose home is full goes to
 //! its next choice: Mirrokni, Thorup and Zadimoghaddam's *consistent hashing with bounded loads*
 //! (2016), which Google Cloud Pub/Sub, Vimeo's HAProxy (`hash-balance-factor`) and Envoy
@@ -83,25 +83,48 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
-/// How many requests a member may have in flight before a keyed pick passes it over: a member
-/// may take a new request while its count is below
-/// `ceil(c x (total_in_flight + 1) x share)`, where `share` is its share of the group's weight
-/// ([`HashRing::share`]) and `c` the balance factor (1.25 by default, at least 1).
+/// The bounded-load rule for one pick: a member may take a new request while its count of
+/// requests in flight is below `ceil(c x (total_in_flight + 1) x share)`, where `share` is its
+/// share of the group's weight ([`HashRing::share`]) and `c` the balance factor (1.25 by
+/// default, at least 1).
 ///
 /// The `+ 1` counts the request being placed, so in an idle group every member may take one.
 /// Since the bounds add up to at least `c x (total_in_flight + 1)`, more than the requests in
 /// flight, some member is always under its bound: a pick that checks only the load never fails.
-/// This is the paper's capacity `ceil((1 + epsilon) x m / n)` for `m` requests, weighted as Envoy
-/// weights its `hash_balance_factor`. A member with no share may take nothing.
-pub(crate) fn load_bound(c: f64, total_in_flight: usize, share: f64) -> usize {
-    if share.is_nan() || share <= 0.0 {
-        return 0;
+/// This is the paper's capacity `ceil((1 + epsilon) x m / n)` for `m` requests, weighted as
+/// Envoy weights its `hash_balance_factor`. A member with no share may take nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LoadBound {
+    /// `c x (total_in_flight + 1)`: a member's bound before its share.
+    per_share: f64,
+}
+
+impl LoadBound {
+    /// The bound of a pick made while `total_in_flight` requests of the group are in flight,
+    /// with balance factor `c` (below 1, or NaN, counts as 1).
+    pub(crate) fn new(c: f64, total_in_flight: usize) -> Self {
+        // `max` also turns a NaN factor into 1.
+        LoadBound {
+            per_share: c.max(1.0) * (total_in_flight as f64 + 1.0),
+        }
     }
-    // `max` also turns a NaN factor into 1.
-    let c = c.max(1.0);
-    let bound = (c * (total_in_flight as f64 + 1.0) * share).ceil();
-    // The float-to-integer cast saturates: an absurd factor means no bound, never a wrap.
-    bound as usize
+
+    /// The most requests a member with `share` may have in flight after this pick.
+    pub(crate) fn limit(self, share: f64) -> usize {
+        if share.is_nan() || share <= 0.0 {
+            return 0;
+        }
+        // The float-to-integer cast saturates: an absurd factor means no bound, never a wrap.
+        (self.per_share * share).ceil() as usize
+    }
+
+    /// Whether a member with `share` and `in_flight` requests may take this one: `in_flight`
+    /// is below [`limit`](Self::limit). For a whole number, being below the rounded-up bound is
+    /// being below the bound itself, so this needs no rounding.
+    #[inline]
+    pub(crate) fn admits(self, in_flight: usize, share: f64) -> bool {
+        (in_flight as f64) < self.per_share * share
+    }
 }
 
 /// A group's members laid out for keyed picks: for any key, the members in a stable preference
@@ -167,7 +190,7 @@ impl HashRing {
     }
 
     /// Member `index`'s share of the weight of the members in the ring (0 for one left out), as
-    /// [`load_bound`] takes it.
+    /// [`LoadBound`] takes it.
     pub(crate) fn share(&self, index: usize) -> f64 {
         self.shares.get(index).copied().unwrap_or(0.0)
     }
@@ -735,16 +758,20 @@ mod tests {
 
     #[test]
     fn load_bounds() {
+        let limit = |c, total, share| LoadBound::new(c, total).limit(share);
         // An idle group: every member may take one.
-        assert_eq!(load_bound(1.25, 0, 0.1), 1);
-        assert_eq!(load_bound(1.25, 99, 0.1), 13);
-        assert_eq!(load_bound(1.25, 999, 0.5), 625);
+        assert_eq!(limit(1.25, 0, 0.1), 1);
+        assert_eq!(limit(1.25, 99, 0.1), 13);
+        assert_eq!(limit(1.25, 999, 0.5), 625);
         // No share, nothing; a factor under 1 (or NaN) counts as 1.
-        assert_eq!(load_bound(1.25, 50, 0.0), 0);
-        assert_eq!(load_bound(1.25, 50, f64::NAN), 0);
-        assert_eq!(load_bound(0.5, 99, 0.1), 10);
-        assert_eq!(load_bound(f64::NAN, 99, 0.1), 10);
-        assert_eq!(load_bound(f64::INFINITY, 99, 0.1), usize::MAX);
+        assert_eq!(limit(1.25, 50, 0.0), 0);
+        assert_eq!(limit(1.25, 50, f64::NAN), 0);
+        assert_eq!(limit(0.5, 99, 0.1), 10);
+        assert_eq!(limit(f64::NAN, 99, 0.1), 10);
+        assert_eq!(limit(f64::INFINITY, 99, 0.1), usize::MAX);
+        let bound = LoadBound::new(1.25, 99);
+        assert!(bound.admits(12, 0.1) && !bound.admits(13, 0.1));
+        assert!(!bound.admits(0, 0.0) && !bound.admits(0, f64::NAN));
     }
 
     /// Zipf(s) over `keys` distinct keys: `requests` key indices from a seeded generator.
@@ -779,7 +806,7 @@ mod tests {
             let k = key_hashes[key];
             let chosen = ring
                 .pick(k, |i| {
-                    c.is_none_or(|c| loads[i] < load_bound(c, total, ring.share(i)))
+                    c.is_none_or(|c| LoadBound::new(c, total).admits(loads[i], ring.share(i)))
                 })
                 .unwrap();
             at_home += usize::from(Some(chosen) == ring.home(k));
@@ -883,7 +910,7 @@ mod tests {
         }
 
         /// Whatever the loads, some member is under its bound: a pick that checks only the
-        /// load never fails.
+        /// load never fails. And admitting is being below the limit.
         #[test]
         fn the_bound_always_leaves_room(
             weights in proptest::collection::vec(0.01f64..10.0, 1..12),
@@ -894,8 +921,11 @@ mod tests {
             let sum: f64 = weights.iter().sum();
             let shares: Vec<f64> = weights.iter().map(|w| w / sum).collect();
             let loads = &loads[..n];
-            let total = loads.iter().sum::<usize>();
-            let room = (0..n).filter(|&i| loads[i] < load_bound(c, total, shares[i])).count();
+            let bound = LoadBound::new(c, loads.iter().sum::<usize>());
+            for (&load, &share) in loads.iter().zip(&shares) {
+                proptest::prop_assert_eq!(bound.admits(load, share), load < bound.limit(share));
+            }
+            let room = (0..n).filter(|&i| bound.admits(loads[i], shares[i])).count();
             proptest::prop_assert!(room > 0, "{:?} {:?}", loads, shares);
         }
     }
