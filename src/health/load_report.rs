@@ -1297,7 +1297,11 @@ mod tests {
             ("eps", "eps", report.eps),
         ];
         for (i, (snake, camel, value)) in scalars.into_iter().enumerate() {
-            let name = if style[i].is_multiple_of(2) { snake } else { camel };
+            let name = if style[i].is_multiple_of(2) {
+                snake
+            } else {
+                camel
+            };
             match value {
                 Some(value) => {
                     let (before, after) = (space(style[i + 5]), space(style[i + 10]));
@@ -1314,7 +1318,11 @@ mod tests {
             ("named_metrics", "namedMetrics", &report.named_metrics),
         ];
         for (i, (snake, camel, map)) in maps.into_iter().enumerate() {
-            let name = if style[20 + i].is_multiple_of(2) { snake } else { camel };
+            let name = if style[20 + i].is_multiple_of(2) {
+                snake
+            } else {
+                camel
+            };
             let mut inner: Vec<String> = map
                 .iter()
                 .enumerate()
