@@ -7,6 +7,7 @@
 //! outcomes, the available-destinations policy decides who may get traffic, and the engine's
 //! health updater is the only writer of health.
 
+pub(crate) mod load_report;
 pub(crate) mod outcome;
 pub(crate) mod payload;
 pub(crate) mod probe_result;

@@ -8,6 +8,7 @@
 //! file and one line in [`built_in_policies`].
 
 pub(crate) mod balancing;
+pub(crate) mod consistent_hash;
 pub(crate) mod first_alphabetical;
 pub(crate) mod group;
 pub(crate) mod least_requests;
