@@ -28,10 +28,11 @@
 //!     and `PeakEwma`; `tier_spill` adds `TierSpill` arms and `cold_start` `SlowStart` arms
 //!     (see [`ENGINE_ARMS`]). An arm the engine refuses, or one that names a cluster section this
 //!     build does not read (the engine ignores unknown sections, so it would run without it), is
-//!     printed as `arm X skipped: <why>` and the run goes on. Instances that join later are
-//!     published with `Engine::set_destinations`. Each engine arm subscribes to its engine's
-//!     events; they are listed under the table with their time in the run ([`event_label`]
-//!     names them).
+//!     printed as `arm X skipped: <why>` and the run goes on (a refusal of one of the four
+//!     policies this build has stops the bench: the harness is broken then). Instances that
+//!     join later are published with `Engine::set_destinations`. Each engine arm subscribes to
+//!     its engine's events; they are listed under the table with their time in the run
+//!     ([`event_label`] names them).
 //!   - `tower`: `tower::balance::p2c::Balance` over `tower::load::PeakEwmaDiscover` (see
 //!     [`TOWER_DEFAULT_RTT`] and [`TOWER_DECAY`]; a request counts until its body is read) over
 //!     one reqwest service per instance, 15 s per call, no retries. Instances that join later are
@@ -81,18 +82,28 @@
 //! The full run takes about 20 minutes, most of it `tier_spill/square`. The machine's other work
 //! shows in the results: the load average at the start is printed.
 //!
+//! # Adding an arm
+//!
+//! One line in [`ENGINE_ARMS`] (every run) or in a scenario's list ([`TIER_SPILL_ARMS`],
+//! [`SLOW_START_ARMS`]): a name, the cluster configuration, and whether it must run; or, without
+//! touching the file, `HEALTHPICK_ROUTING_ADD_ARMS`. What an arm's engine reports about itself
+//! arrives through [`EventLog::watch`], its subscription to the engine's events.
+//!
 //! # Reading the output
 //!
 //! One table per run, one row per arm. Latencies are in milliseconds from the moment a call was
 //! started until its body was read, over every call (failed ones too). `errors` counts calls
 //! that failed or were not answered 200 (`+N shed`: calls not started because the harness had
-//! too many open connections); `>10s` counts calls that took longer. `offered/s` is the profile's
-//! mean rate; `sent/s` the rate at which calls were really started, and `lag` how late they
-//! started against their arrival times: an open-loop generator keeps up when `sent/s` matches
-//! `offered/s` and the lag stays near a millisecond (the timer's resolution). Shares are
-//! percentages of answered calls. Under the table: skipped arms, per-second timelines (one line
-//! per 30 values), engine events, and what each backend saw (`served/mean hold ms/longest
-//! queue`): a mean hold above the service time is the sleep's overshoot, the true service time.
+//! too many open connections; the first error of each arm is printed under the table); `>10s`
+//! counts calls that took longer. `offered/s` is the profile's mean rate; the line above the
+//! table gives the rate of the run's sample of arrivals, which differs from it by chance.
+//! `sent/s` is the rate at which calls really started and `lag` how late they started against
+//! their arrival times: the open-loop generator kept up when `sent/s` matches the sample's rate
+//! and the lag stays within a few milliseconds (the timer's resolution, and what else the machine
+//! runs). Shares are percentages of answered calls. Under the table: per-second timelines (30
+//! values a line), engine events, and what each backend saw (`served / mean hold ms / longest
+//! queue`); a mean hold above the service time is the sleep's overshoot, part of the real
+//! service time.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -130,8 +141,9 @@ const PATH: &str = "/work";
 const LOAD_HEADER: &str = "endpoint-load-metrics";
 /// The tower arm's name.
 const TOWER_ARM: &str = "tower";
-/// The tower arm's latency estimate of an instance before its first answer: an unmeasured
-/// instance looks like a somewhat loaded one, neither favoured nor shunned.
+/// The tower arm's latency estimate of an instance before its first answer: with the
+/// scenarios' 10 ms service time, an instance not yet measured costs what a warm one with two
+/// requests in flight does (cost = estimate x (in flight + 1)).
 const TOWER_DEFAULT_RTT: Duration = Duration::from_millis(30);
 /// How fast the tower arm's latency estimate forgets a peak.
 const TOWER_DECAY: Duration = Duration::from_secs(10);
@@ -144,10 +156,13 @@ const SEED: u64 = 0x5eed_cafe;
 /// Time between setting up an arm and its first arrival, so the dispatcher is running by then.
 const LEAD: Duration = Duration::from_millis(20);
 
-/// The engine arms every run has, in table order: name, cluster configuration (the engine's
-/// JSON without `Destinations`), and whether the arm must run (a policy this build has; `false`:
-/// skipped until the engine reads what it names).
-const ENGINE_ARMS: &[(&str, &str, bool)] = &[
+/// Engine arms: name, cluster configuration (the engine's JSON without `Destinations`), and
+/// whether the arm must run (a policy this build has; `false`: skipped until the engine reads
+/// what it names).
+type ArmList = &'static [(&'static str, &'static str, bool)];
+
+/// The engine arms every run has, in table order.
+const ENGINE_ARMS: ArmList = &[
     (
         "PowerOfTwoChoices",
         r#"{"LoadBalancingPolicy": "PowerOfTwoChoices"}"#,
@@ -168,7 +183,7 @@ const ENGINE_ARMS: &[(&str, &str, bool)] = &[
 ];
 
 /// The extra engine arms of `tier_spill`.
-const TIER_SPILL_ARMS: &[(&str, &str, bool)] = &[
+const TIER_SPILL_ARMS: ArmList = &[
     ("P2C+TierSpill", r#"{"TierSpill": {"Mode": "Load"}}"#, false),
     (
         "PeakEwma+TierSpill",
@@ -178,7 +193,7 @@ const TIER_SPILL_ARMS: &[(&str, &str, bool)] = &[
 ];
 
 /// The extra engine arms of `cold_start`.
-const SLOW_START_ARMS: &[(&str, &str, bool)] = &[
+const SLOW_START_ARMS: ArmList = &[
     (
         "P2C+SlowStart",
         r#"{"SlowStart": {"Window": "00:00:20"}}"#,
@@ -204,6 +219,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -311,8 +327,7 @@ fn added_arms(text: &str) -> Result<Vec<Arm>, String> {
         .map(|(name, cluster)| Arm {
             name,
             kind: ArmKind::Engine(cluster.to_string()),
-            // Named by the one running the bench: a refusal is worth stopping for.
-            required: true,
+            required: false,
         })
         .collect())
 }
@@ -332,7 +347,7 @@ enum ArmKind {
     Tower,
 }
 
-fn engine_arms(list: &'static [(&'static str, &'static str, bool)]) -> impl Iterator<Item = Arm> {
+fn engine_arms(list: ArmList) -> impl Iterator<Item = Arm> {
     list.iter().map(|(name, cluster, required)| Arm {
         name: (*name).to_string(),
         kind: ArmKind::Engine((*cluster).to_string()),
@@ -535,7 +550,7 @@ struct Run {
     bucket: Duration,
     view: View,
     /// Engine arms of this scenario beyond [`ENGINE_ARMS`].
-    extra_arms: &'static [(&'static str, &'static str, bool)],
+    extra_arms: ArmList,
 }
 
 fn runs(size: Size) -> Vec<Run> {
@@ -554,7 +569,8 @@ fn runs(size: Size) -> Vec<Run> {
         scenario: "slow_instance",
         name: "slow_instance".into(),
         about: format!(
-            "a, b: 8 workers x 10 ms; slow: 8 x 50 ms; capacity {cap:.0}/s; offered 70%; {calls} calls"
+            "a, b: 8 workers x 10 ms; slow: 8 x 50 ms; capacity {cap:.0}/s; offered 70%; \
+             {calls} calls"
         ),
         instances,
         profile: Profile::constant(rate, Duration::from_secs_f64(2.0 * calls as f64 / rate)),
@@ -783,6 +799,12 @@ async fn run_all(options: Options) -> Result<(), String> {
         println!();
         println!("== {} ==", run.name);
         println!("{}", run.about);
+        println!(
+            "{} arrivals over {}: {:.0}/s",
+            load.arrivals.len(),
+            secs(load.arrivals.last().copied().unwrap_or_default()),
+            sample_rate(&load.arrivals)
+        );
         let mut results = Vec::new();
         for arm in arms_of(run, &options, n == 0) {
             let began = std::time::Instant::now();
@@ -862,7 +884,8 @@ fn print_preamble(options: &Options) {
         .build()
     {
         Ok(client) => println!(
-            "engine arms: HealthAwareClient defaults: {:?}, connect timeout {:?}, no hedging: {}; {:?}",
+            "engine arms: HealthAwareClient defaults: {:?}, connect timeout {:?}, \
+             no hedging: {}; {:?}",
             client.timeouts(),
             Timeouts::DEFAULT_CONNECT,
             client.hedging().is_none(),
@@ -871,25 +894,50 @@ fn print_preamble(options: &Options) {
         Err(e) => println!("engine arms: the client cannot be built: {e}"),
     }
     println!(
+        "open files: {}, so at most {} calls open at once (more are shed)",
+        open_files_limit().map_or("unknown".into(), |n| n.to_string()),
+        in_flight_cap()
+    );
+    println!(
         "tower arm: p2c Balance over PeakEwmaDiscover (default RTT {TOWER_DEFAULT_RTT:?}, decay \
          {TOWER_DECAY:?}, complete on response), one reqwest service per instance, timeout \
          {TOWER_TIMEOUT:?} per call, no retries"
     );
 }
 
+/// Raises the limit of open files to what the system allows this process (its children, the
+/// backends, inherit it): an overloaded arm keeps thousands of calls open, a socket each, and a
+/// shell's usual 1,024 would shed most of them.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given, which lives in this frame.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let wanted = limit.rlim_max.min(1 << 20);
+    if limit.rlim_cur < wanted {
+        limit.rlim_cur = wanted;
+        // SAFETY: setrlimit only reads the struct it is given. A refusal leaves the limit as it
+        // was, and the cap on open calls follows whatever it is.
+        let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    }
+}
+
+/// The limit of open files in force.
+fn open_files_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// How many calls may be open at once: each holds a socket, and the process may open only so
 /// many. Beyond it calls are shed (counted, not sent), so an overload cannot end the bench.
 fn in_flight_cap() -> usize {
-    let soft = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
-        })
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(4096);
-    soft.saturating_sub(256) * 3 / 4
+    let files = open_files_limit().unwrap_or(1024);
+    (files.saturating_sub(256) * 3 / 4).min(100_000)
 }
 
 fn write_line(out: &mut std::fs::File, value: &Value) -> Result<(), String> {
@@ -1432,7 +1480,9 @@ impl EventLog {
                         let at = Instant::now().saturating_duration_since(start);
                         match event {
                             Ok(event) => seen.push((at, event_label(&event.kind))),
-                            Err(RecvError::Lagged(n)) => seen.push((at, format!("{n} events missed"))),
+                            Err(RecvError::Lagged(n)) => {
+                                seen.push((at, format!("{n} events missed")));
+                            }
                             Err(RecvError::Closed) => break,
                         }
                     }
@@ -1944,6 +1994,17 @@ impl Summary {
             timeline,
             first_error,
         }
+    }
+}
+
+/// The rate of a sample of arrival times (a Poisson sample's differs from its profile's rate by
+/// about one over the square root of its size).
+fn sample_rate(arrivals: &[Duration]) -> f64 {
+    match (arrivals.first(), arrivals.last()) {
+        (Some(first), Some(last)) if last > first => {
+            (arrivals.len() - 1) as f64 / (*last - *first).as_secs_f64()
+        }
+        _ => f64::NAN,
     }
 }
 
