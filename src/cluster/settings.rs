@@ -9,6 +9,8 @@ use crate::config::discovery::LocalityTiers;
 use crate::config::model::{ClusterConfig, HealthPolicyOptions, OutlierDetectionOptions};
 use crate::destination::latency::LatencySettings;
 use crate::destination::locality::Locality;
+use crate::destination::reported_load::ReportRules;
+use crate::destination::signals::SignalRules;
 use crate::destination::state::StateSlots;
 use crate::destination::Destination;
 use crate::health::state::HealthState;
@@ -39,8 +41,9 @@ pub(crate) struct ClusterSettings {
     /// How long one attempt of a request to the cluster may take, when the cluster sets it
     /// (`HttpRequest:ActivityTimeout`); the client's own setting applies otherwise.
     pub activity_timeout: Option<Duration>,
-    /// How its destinations' latency estimates decay, and what they are before a sample.
-    pub latency: LatencySettings,
+    /// How its destinations' latency estimates decay and what they are before a sample, and
+    /// how their reported loads count, when they are read at all.
+    pub signals: SignalRules,
     /// The cluster's available-destinations policy treats a passive Unknown destination exactly
     /// as a passive Healthy one (see
     /// [`passive_change_keeps_snapshot`](Self::passive_change_keeps_snapshot)).
@@ -94,6 +97,22 @@ impl LocalityRule {
     }
 }
 
+/// How the cluster's `LoadSignals` read its destinations' signals.
+fn signal_rules(config: &ClusterConfig) -> SignalRules {
+    let signals = config.load_signals_setting();
+    let reports = signals.load_reports_setting();
+    SignalRules {
+        latency: LatencySettings {
+            decay: signals.decay_time_setting(),
+            default_rtt: signals.default_rtt_setting(),
+        },
+        reports: reports.enabled_setting().then(|| ReportRules {
+            blackout: reports.blackout_setting(),
+            expiration: reports.expiration_setting(),
+        }),
+    }
+}
+
 /// When and how long to probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Probing {
@@ -128,7 +147,7 @@ impl ClusterSettings {
             reset_passive_on_recovery: config.reset_passive_on_recovery(),
             outlier_detection: config.outlier_detection(),
             activity_timeout: config.activity_timeout_setting(),
-            latency: LatencySettings::default(),
+            signals: signal_rules(config),
             config: Arc::new(config.clone()),
             policies,
             options,

@@ -74,17 +74,17 @@ impl ClusterSnapshot {
         let (best, best_class) = best_group(&ctx, &availability.destinations);
         let policy = &settings.policies.load_balancing.policy;
         let signals = policy.signals();
-        let latency = settings.latency;
+        let rules = settings.signals;
         let weights: Vec<f64> = best.iter().map(|d| d.weight()).collect();
         let kept = previous.filter(|p| {
             Arc::ptr_eq(&p.settings.policies.load_balancing.policy, policy)
                 && p.best
-                    .same_as(&best, &weights, signals.reads_in_flight(), &latency)
+                    .same_as(&best, &weights, signals.reads_in_flight(), &rules)
         });
         let (best, picker) = match kept {
             Some(previous) => (previous.best.clone(), previous.picker.clone()),
             None => {
-                let group = Group::new(best, weights, signals.reads_in_flight(), latency);
+                let group = Group::new(best, weights, signals.reads_in_flight(), rules);
                 let picker = policy.prepare(&group);
                 (Arc::new(group), picker)
             }

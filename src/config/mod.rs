@@ -9,6 +9,7 @@
 //! validation, from any serde format: TOML, YAML, ...) and `Serialize` (the YARP JSON shape,
 //! which loads again to an equal `Config`); see [`Config`]'s documentation.
 
+pub(crate) mod affinity;
 pub(crate) mod check;
 pub(crate) mod diagnostics;
 pub(crate) mod discovery;
@@ -22,11 +23,15 @@ pub(crate) mod source_consul;
 pub(crate) mod source_etcd;
 pub(crate) mod source_kubernetes;
 pub mod timespan;
+pub(crate) mod traffic;
 pub(crate) mod tree;
 pub(crate) mod validate;
 #[cfg(feature = "serde")]
 pub(crate) mod yarp_serde;
 
+pub use affinity::{
+    AffinityFailurePolicy, AffinityPolicy, SessionAffinityConfig, DEFAULT_AFFINITY_KEY_NAME,
+};
 pub use check::{check, check_section, PolicyNames};
 pub use diagnostics::{CheckReport, ConfigError, Diagnostic, Severity};
 pub use discovery::{
@@ -47,3 +52,6 @@ pub use source_consul::{ConsulSourceConfig, CONSUL_ADDRESS_VAR, CONSUL_TOKEN_VAR
 pub use source_etcd::EtcdSourceConfig;
 pub use source_kubernetes::KubernetesSourceConfig;
 pub use timespan::{parse_timespan, TimeSpan, TimeSpanError};
+pub use traffic::{
+    LoadReportsConfig, LoadSignalsConfig, SlowStartConfig, SpillMode, TierSpillConfig,
+};

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::affinity::SessionAffinityConfig;
 use super::discovery::{DiscoveryConfig, LocalityTiers, SourceConfig};
 use super::metadata::{
     parse_bool, parse_count, parse_number, parse_percent, parse_positive_timespan, parse_weight,
@@ -10,6 +11,7 @@ use super::metadata::{
     OUTLIER_MAX_EJECTION_PERCENT_KEY, OUTLIER_MAX_EJECTION_TIME_KEY, RESET_PASSIVE_ON_RECOVERY_KEY,
     SUSPECT_RANKING_KEY, TRANSPORT_FAILURE_RATE_LIMIT_KEY, WEIGHT_KEY,
 };
+use super::traffic::{LoadSignalsConfig, SlowStartConfig, TierSpillConfig};
 use crate::ids::eq_ignore_case;
 
 /// Default load-balancing policy of a cluster.
@@ -229,6 +231,10 @@ pub struct ClusterConfig {
     pub(crate) max_connections_per_server: Option<u32>,
     pub(crate) discovery: Vec<DiscoveryConfig>,
     pub(crate) locality_tiers: Option<LocalityTiers>,
+    pub(crate) load_signals: LoadSignalsConfig,
+    pub(crate) tier_spill: TierSpillConfig,
+    pub(crate) slow_start: Option<SlowStartConfig>,
+    pub(crate) session_affinity: Option<SessionAffinityConfig>,
 }
 
 impl ClusterConfig {
@@ -246,6 +252,10 @@ impl ClusterConfig {
             max_connections_per_server: None,
             discovery: Vec::new(),
             locality_tiers: None,
+            load_signals: LoadSignalsConfig::default(),
+            tier_spill: TierSpillConfig::default(),
+            slow_start: None,
+            session_affinity: None,
         }
     }
 
@@ -483,6 +493,53 @@ impl ClusterConfig {
     /// The locality-to-tier mapping, if on.
     pub fn locality_tiers_setting(&self) -> Option<&LocalityTiers> {
         self.locality_tiers.as_ref()
+    }
+
+    /// Sets `LoadSignals`: how latency estimates and reported load are kept.
+    pub fn load_signals(mut self, signals: LoadSignalsConfig) -> Self {
+        self.load_signals = signals;
+        self
+    }
+
+    /// Sets `TierSpill`: whether the preferred tier spills into the next one under load.
+    /// Default `Strict`.
+    pub fn tier_spill(mut self, spill: TierSpillConfig) -> Self {
+        self.tier_spill = spill;
+        self
+    }
+
+    /// Sets `SlowStart`: destinations that become available warm up over a window. Default
+    /// none.
+    pub fn slow_start(mut self, slow_start: SlowStartConfig) -> Self {
+        self.slow_start = Some(slow_start);
+        self
+    }
+
+    /// Sets `SessionAffinity` (enabled): requests with the same key go to the same
+    /// destination. Default none.
+    pub fn session_affinity(mut self, affinity: SessionAffinityConfig) -> Self {
+        self.session_affinity = Some(affinity);
+        self
+    }
+
+    /// Its `LoadSignals`.
+    pub fn load_signals_setting(&self) -> &LoadSignalsConfig {
+        &self.load_signals
+    }
+
+    /// Its `TierSpill`.
+    pub fn tier_spill_setting(&self) -> &TierSpillConfig {
+        &self.tier_spill
+    }
+
+    /// Its `SlowStart`, if any.
+    pub fn slow_start_setting(&self) -> Option<&SlowStartConfig> {
+        self.slow_start.as_ref()
+    }
+
+    /// Its `SessionAffinity`, when enabled.
+    pub fn session_affinity_setting(&self) -> Option<&SessionAffinityConfig> {
+        self.session_affinity.as_ref()
     }
 
     /// Whether a `ResolveDestinations` source expands the configured destinations (they are then

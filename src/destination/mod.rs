@@ -12,6 +12,7 @@ pub(crate) mod endpoint;
 pub(crate) mod latency;
 pub(crate) mod locality;
 pub(crate) mod outcome_window;
+pub(crate) mod reported_load;
 pub(crate) mod signals;
 pub(crate) mod state;
 pub(crate) mod success_credit;
@@ -42,6 +43,9 @@ pub(crate) trait OutcomeSink: Send + Sync {
         outcome: RequestOutcome,
         latency: Latency,
     );
+
+    /// `destination`'s server reported its utilization (an `endpoint-load-metrics` header).
+    fn load_reported(&self, destination: &Arc<Destination>, utilization: f64);
 }
 
 /// How long a finished request took, as far as its reporter knows.
@@ -261,6 +265,11 @@ impl Destination {
     /// Whether it has left its cluster (it gets no new picks; requests in flight finish).
     pub fn is_removed(&self) -> bool {
         self.part.state.is_removed()
+    }
+
+    /// Hands a report of its server's utilization to the cluster.
+    pub(crate) fn report_load(self: &Arc<Self>, utilization: f64) {
+        self.sink.0.load_reported(self, utilization);
     }
 
     /// Hands one finished request's outcome to the cluster.

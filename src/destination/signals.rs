@@ -1,5 +1,6 @@
-//! A cluster's load signals: each destination's requests in flight and its latency estimate,
-//! kept side by side in the cluster's [`SignalPool`] rather than in the destination itself.
+//! A cluster's load signals: each destination's requests in flight, its latency estimate and
+//! the load its server reports, kept side by side in the cluster's [`SignalPool`] rather than in
+//! the destination itself.
 //!
 //! A pick reads and writes signals of destinations it does not otherwise touch, so they sit
 //! together: 10,000 destinations' counts take 40 KiB, where their destinations take over a
@@ -22,16 +23,30 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use super::latency::LatencySettings;
+use super::reported_load::ReportRules;
+
+/// How a cluster's signals are read: its latency estimates' decay and default, and whether and
+/// how its reported loads count.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SignalRules {
+    pub latency: LatencySettings,
+    /// `None`: reported loads are not read.
+    pub reports: Option<ReportRules>,
+}
+
 /// Places per chunk.
 pub(crate) const CHUNK: usize = 1024;
 
-/// [`CHUNK`] destinations' signals: the shared in-flight counts and the latency estimates
-/// (see `latency.rs` for what a latency cell holds).
+/// [`CHUNK`] destinations' signals: the shared in-flight counts, the latency estimates (see
+/// `latency.rs` for what a latency cell holds) and the reported loads (`reported_load.rs`).
 pub(crate) struct Chunk {
     in_flight: [AtomicU32; CHUNK],
     /// Apart from the counts, so that the counts of a cluster's chunks sit as close together as
     /// the allocator puts 4 KiB blocks.
     latency: Box<[AtomicU64; CHUNK]>,
+    load: Box<[AtomicU64; CHUNK]>,
+    load_since: Box<[AtomicU32; CHUNK]>,
     /// Its position among its pool's chunks.
     number: u32,
     /// The pool its places are given back to.
@@ -43,6 +58,8 @@ impl Chunk {
         Chunk {
             in_flight: std::array::from_fn(|_| AtomicU32::new(0)),
             latency: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            load: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            load_since: Box::new(std::array::from_fn(|_| AtomicU32::new(0))),
             number,
             pool,
         }
@@ -67,6 +84,13 @@ impl Chunk {
         STAND_IN
             .get_or_init(|| Arc::new(Chunk::new(0, Weak::new())))
             .clone()
+    }
+
+    /// The reported-load cells of the place numbered `place` (a place of this chunk).
+    #[inline]
+    pub fn load(&self, place: u32) -> (&AtomicU64, &AtomicU32) {
+        let at = place as usize % CHUNK;
+        (&self.load[at], &self.load_since[at])
     }
 
     /// Its position among its pool's chunks: places `number * CHUNK ..` are in it.
@@ -114,6 +138,9 @@ impl SignalPool {
         let chunk = places.chunks[position].clone();
         chunk.in_flight(number).store(0, Ordering::Relaxed);
         chunk.latency(number).store(0, Ordering::Relaxed);
+        let (load, since) = chunk.load(number);
+        load.store(0, Ordering::Relaxed);
+        since.store(0, Ordering::Relaxed);
         Place { chunk, number }
     }
 
@@ -158,6 +185,11 @@ impl Place {
     /// The latency cell.
     pub fn latency(&self) -> &AtomicU64 {
         self.chunk.latency(self.number)
+    }
+
+    /// The reported-load cells.
+    pub fn load(&self) -> (&AtomicU64, &AtomicU32) {
+        self.chunk.load(self.number)
     }
 
     /// Requests in flight: the shared count and every thread's own count of this place.

@@ -46,6 +46,7 @@ use crate::clock::Clock;
 use crate::cluster::snapshot::ClusterSnapshot;
 use crate::destination::signals::{SignalPool, ThreadCounts};
 use crate::destination::{Destination, Latency};
+use crate::health::load_report;
 use crate::health::outcome::RequestOutcome;
 use crate::rng::{with_thread_generator, Draws, LocalRng, RandomSource};
 use crate::selection::balancing::{Group, PickView, Picker};
@@ -615,6 +616,38 @@ impl PickHandle {
             started => Latency::Since(started - 1),
         };
         self.arc().report(outcome, latency);
+    }
+
+    /// Reports the load the destination's server sent with its response: the value of an
+    /// `endpoint-load-metrics` header (ORCA over HTTP, `TEXT` or `JSON` form). Its utilization
+    /// (`application_utilization`, else `cpu_utilization`) then weighs in the destination's cost
+    /// for load-aware policies (`PeakEwma`) once the destination has reported for the cluster's
+    /// blackout period, until the reports expire. A malformed value is ignored, with a debug log:
+    /// a server's load report never fails the caller's request. The wrapped client, the
+    /// middleware and the tower layer call this for every response that carries the header.
+    ///
+    /// ```
+    /// # let engine = healthpick::Engine::from_json(r#"{"Clusters": {"c": {"Destinations": {
+    /// #     "d": { "Address": "http://127.0.0.1:8001/" } } } } }"#).unwrap();
+    /// let pick = engine.pick_endpoint("c")?;
+    /// pick.report_load("TEXT application_utilization=0.42, cpu_utilization=0.7");
+    /// # Ok::<(), healthpick::PickError>(())
+    /// ```
+    pub fn report_load(&self, header_value: &str) {
+        match load_report::parse(header_value) {
+            Ok(report) => {
+                if let Some(utilization) = report.utilization() {
+                    self.arc().report_load(utilization);
+                }
+            }
+            Err(error) => tracing::debug!(
+                target: "healthpick",
+                cluster = self.destination().cluster_id(),
+                destination = self.destination().id(),
+                %error,
+                "load report ignored"
+            ),
+        }
     }
 
     /// Reports an outcome whose latency the caller measured itself (the wrapped client's

@@ -108,7 +108,7 @@ impl Engine {
         group: Vec<Arc<Destination>>,
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
-        let group = Group::of(group, true, *snapshot.best.latency_settings());
+        let group = Group::of(group, true, *snapshot.best.signal_rules());
         pick_from_group(snapshot, group, &self.core.rng, &*self.core.clock)
             .into_result()
             .map_err(|miss| miss.error(cluster))

@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use super::fast_path::with_current;
 use super::hub::Hub;
 use super::source_state::SourceState;
 use super::timers::{Due, TimerTarget};
@@ -15,6 +16,7 @@ use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::config::discovery::RESERVED_SOURCE;
+use crate::destination::reported_load;
 use crate::destination::signals::SignalPool;
 use crate::destination::state::StateSlots;
 use crate::destination::{Destination, Latency, OutcomeSink};
@@ -287,5 +289,18 @@ impl OutcomeSink for ClusterRuntime {
         latency: Latency,
     ) {
         self.outcome(destination, outcome, latency);
+    }
+
+    fn load_reported(&self, destination: &Arc<Destination>, utilization: f64) {
+        if destination.is_removed() {
+            return;
+        }
+        let (load, since) = destination.signals.load();
+        let now = self.clock.now();
+        with_current(&self.cell, |snapshot| {
+            if let Some(rules) = &snapshot.settings.signals.reports {
+                reported_load::record(load, since, utilization, now, rules);
+            }
+        });
     }
 }

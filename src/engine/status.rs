@@ -11,6 +11,7 @@ use super::runtime::ClusterBook;
 use super::Engine;
 use crate::config::discovery::GuardMode;
 use crate::destination::latency;
+use crate::destination::reported_load;
 use crate::destination::Destination;
 use crate::events::HeldReason;
 use crate::health::state::{DiscoveryHealth, HealthClass, HealthState, ReportedHealth};
@@ -169,6 +170,10 @@ pub struct DestinationStatus {
     /// last sample; `None` before the first. Fed by the wrapped client, the middleware and the
     /// tower layer, and by pick handles where the cluster's policy reads latency.
     pub latency: Option<Duration>,
+    /// The utilization its server reports (`endpoint-load-metrics`) as it counts now: after the
+    /// cluster's blackout, before it expires; `None` otherwise, or when the cluster reads no
+    /// reports.
+    pub utilization: Option<f64>,
     /// Engine-clock time of the last health change.
     pub last_change: Option<Duration>,
     /// The last health change and its reason.
@@ -233,6 +238,10 @@ impl Engine {
                             in_best_group: best.contains(&Arc::as_ptr(d)),
                             in_flight: d.in_flight(),
                             latency: latency::last_estimate(d.signals.latency()),
+                            utilization: settings.signals.reports.as_ref().and_then(|rules| {
+                                let (load, since) = d.signals.load();
+                                reported_load::utilization(load, since, now, rules)
+                            }),
                             last_change: record.last_change,
                             last_reason: record.last_reason,
                             last_probe: record.last_probe,

@@ -79,7 +79,7 @@ impl ClusterRuntime {
                     destination.signals.latency(),
                     sample,
                     now,
-                    &snapshot.settings.latency,
+                    &snapshot.settings.signals.latency,
                 );
             });
             read_at = Some(now);

@@ -25,10 +25,6 @@
 //! from another process, so its size is bounded ([`MAX_LEN`]) and error messages quote at most
 //! the start of what they name.
 
-// Nothing outside the tests calls this module yet: the client, middleware and tower layer read
-// reports through it once the engine wires it in.
-#![allow(dead_code)]
-
 use std::collections::HashSet;
 use std::fmt;
 

@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::destination::latency::{self, LatencySettings};
+use crate::destination::latency;
+use crate::destination::reported_load;
+use crate::destination::signals::SignalRules;
 use crate::destination::signals::{Chunk, CHUNK};
 use crate::destination::Destination;
 use crate::rng::Draws;
@@ -242,7 +244,7 @@ pub struct Group {
     /// Whether picks from it count in the shared counts (the policy reads them) or each
     /// thread in its own.
     shared_counts: bool,
-    latency: LatencySettings,
+    rules: SignalRules,
 }
 
 impl Group {
@@ -252,7 +254,7 @@ impl Group {
         destinations: Vec<Arc<Destination>>,
         weights: Vec<f64>,
         shared_counts: bool,
-        latency: LatencySettings,
+        rules: SignalRules,
     ) -> Group {
         debug_assert_eq!(destinations.len(), weights.len());
         let places: Box<[u32]> = destinations.iter().map(|d| d.signals.number()).collect();
@@ -293,7 +295,7 @@ impl Group {
             first,
             chunks,
             shared_counts,
-            latency,
+            rules,
         }
     }
 
@@ -301,10 +303,10 @@ impl Group {
     pub(crate) fn of(
         destinations: Vec<Arc<Destination>>,
         shared_counts: bool,
-        latency: LatencySettings,
+        rules: SignalRules,
     ) -> Group {
         let weights = destinations.iter().map(|d| d.weight()).collect();
-        Group::new(destinations, weights, shared_counts, latency)
+        Group::new(destinations, weights, shared_counts, rules)
     }
 
     /// How many destinations it has.
@@ -381,9 +383,9 @@ impl Group {
         self.places_end
     }
 
-    /// The latency settings its estimates are read with.
-    pub(crate) fn latency_settings(&self) -> &LatencySettings {
-        &self.latency
+    /// The rules its signals are read with.
+    pub(crate) fn signal_rules(&self) -> &SignalRules {
+        &self.rules
     }
 
     /// Whether it has the same destinations in the same order, with the same weights and the
@@ -394,10 +396,10 @@ impl Group {
         destinations: &[Arc<Destination>],
         weights: &[f64],
         shared_counts: bool,
-        latency: &LatencySettings,
+        rules: &SignalRules,
     ) -> bool {
         self.shared_counts == shared_counts
-            && self.latency == *latency
+            && self.rules == *rules
             && *self.weights == *weights
             && self.destinations.len() == destinations.len()
             && self
@@ -410,7 +412,7 @@ impl Group {
 
 impl Default for Group {
     fn default() -> Self {
-        Group::new(Vec::new(), Vec::new(), true, LatencySettings::default())
+        Group::new(Vec::new(), Vec::new(), true, SignalRules::default())
     }
 }
 
@@ -527,9 +529,26 @@ impl<'a> PickView<'a> {
         let group = self.group;
         let place = group.place(index);
         let cell = group.chunk(place).latency(place);
+        let rules = &group.rules.latency;
         match self.now {
-            Some(now) => latency::estimate(cell, now, &group.latency),
-            None => latency::last_estimate(cell).unwrap_or(group.latency.default_rtt),
+            Some(now) => latency::estimate(cell, now, rules),
+            None => latency::last_estimate(cell).unwrap_or(rules.default_rtt),
+        }
+    }
+
+    /// The utilization the destination at `index` reports (`endpoint-load-metrics`), when a
+    /// report counts: after its blackout and before it expires, as of this pick where the
+    /// policy reads latency ([`Signals::LATENCY`]: the pick then reads the clock); else the last
+    /// one reported. `None` when the cluster reads no reports or none counts.
+    #[inline]
+    pub fn utilization(&self, index: usize) -> Option<f64> {
+        let group = self.group;
+        let rules = group.rules.reports.as_ref()?;
+        let place = group.place(index);
+        let (load, since) = group.chunk(place).load(place);
+        match self.now {
+            Some(now) => reported_load::utilization(load, since, now, rules),
+            None => reported_load::last_reported(load),
         }
     }
 

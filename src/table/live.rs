@@ -357,6 +357,7 @@ mod tests {
             in_best_group: false,
             in_flight: 0,
             latency: None,
+            utilization: None,
             last_change: None,
             last_reason: None,
             last_probe: None,
