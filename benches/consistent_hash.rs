@@ -1,5 +1,6 @@
-//! What a keyed pick's lookup costs, measured with criterion: the consistent-hash table of
-//! `src/selection/consistent_hash.rs` on its own, without the engine around it.
+//! What the consistent-hash table of `src/selection/consistent_hash.rs` costs on its own,
+//! measured with criterion: hashing a key, finding its home, building the table. A whole keyed
+//! pick through the engine is measured by the pick bench (`keyed/{n}`).
 //!
 //! The module is compiled into this benchmark from its source file (it is internal to the
 //! crate and needs nothing else from it). Groups (the full benchmark id is `group/parameter`):
@@ -8,9 +9,6 @@
 //! - `consistent_hash/home/{n}`: the key's home, for `n` = 100 and 10,000 members of weight 1;
 //!   each iteration takes the next of 65,536 precomputed key hashes, so the reads spread over
 //!   the whole table as real keys do.
-//! - `consistent_hash/pick_bounded/{n}`: a pick under the load bound (`c` = 1.25): every member
-//!   has its share of 10,000 requests in flight except every fifth, which is at its bound, so
-//!   about one key in five is refused at home and walks on to its next choice.
 //! - `consistent_hash/build/{n}`: building the table for `n` = 10, 100 and 10,000 members, as
 //!   a change of the group does.
 //!
@@ -18,12 +16,14 @@
 //! cargo bench --bench consistent_hash
 //! ```
 
+// Only the table's own parts are measured here; the engine's keyed pick is in the pick bench.
+#[allow(dead_code)]
 #[path = "../src/selection/consistent_hash.rs"]
 mod consistent_hash;
 
 use std::hint::black_box;
 
-use consistent_hash::{key_hash, HashRing, LoadBound};
+use consistent_hash::{key_hash, HashRing};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 /// Member counts the lookups are measured at.
@@ -66,37 +66,7 @@ fn bench_home(c: &mut Criterion) {
             let mut next = 0usize;
             b.iter(|| {
                 next = (next + 1) & 0xffff;
-                ring.pick(black_box(keys[next]), |_| true)
-            });
-        });
-    }
-    group.finish();
-}
-
-fn bench_pick_bounded(c: &mut Criterion) {
-    const IN_FLIGHT: usize = 10_000;
-    let bound = LoadBound::new(1.25, IN_FLIGHT);
-    let keys = key_hashes();
-    let mut group = c.benchmark_group("consistent_hash/pick_bounded");
-    for n in SIZES {
-        let ring = ring(&ids(n));
-        let loads: Vec<usize> = (0..n)
-            .map(|i| {
-                if i % 5 == 0 {
-                    bound.limit(ring.share(i))
-                } else {
-                    IN_FLIGHT / n
-                }
-            })
-            .collect();
-        group.bench_function(BenchmarkId::from_parameter(n), |b| {
-            let mut next = 0usize;
-            b.iter(|| {
-                next = (next + 1) & 0xffff;
-                let bound = LoadBound::new(1.25, black_box(IN_FLIGHT));
-                ring.pick(black_box(keys[next]), |i| {
-                    bound.admits(loads[i], ring.share(i))
-                })
+                ring.home(black_box(keys[next]))
             });
         });
     }
@@ -116,11 +86,5 @@ fn bench_build(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(
-    benches,
-    bench_key_hash,
-    bench_home,
-    bench_pick_bounded,
-    bench_build
-);
+criterion_group!(benches, bench_key_hash, bench_home, bench_build);
 criterion_main!(benches);

@@ -93,6 +93,9 @@
 //!   - `LeastRequests_idle` (nothing in flight: the first destination has the fewest) and
 //!     `LeastRequests_loaded` (every destination holds one request in flight for the whole run,
 //!     so a pick must read every count);
+//!   - `keyed`: `pick_endpoint_for_key` + drop on a `PowerOfTwoChoices` cluster with
+//!     `SessionAffinity`, each pick with the thread's next of 65,536 keys (compare it with
+//!     `PowerOfTwoChoices`);
 //!   - `pick_report_drop`: a whole request's bookkeeping with passive TransportFailureRate on
 //!     (`PowerOfTwoChoices`, every destination passive Healthy before the run): pick, report
 //!     `Success`, drop.
@@ -132,7 +135,10 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use healthpick::config::{ClusterConfig, DestinationConfig, PassiveHealthCheckConfig};
+use healthpick::config::{
+    AffinityPolicy, ClusterConfig, DestinationConfig, PassiveHealthCheckConfig,
+    SessionAffinityConfig,
+};
 use healthpick::{Config, Engine, HealthState, RequestOutcome};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -592,6 +598,32 @@ fn all_passive_healthy(engine: &Engine) -> bool {
         .all(|d| d.passive == HealthState::Healthy)
 }
 
+/// Keys a keyed arm cycles through: as many as the consistent-hash table has slots, so that
+/// the lookups spread over the whole table as real keys do.
+fn affinity_keys() -> Vec<String> {
+    (0..1 << 16).map(|i| format!("session-{i:08x}")).collect()
+}
+
+thread_local! {
+    /// The keyed arm's position in its keys, one per thread.
+    static KEY_CURSOR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One keyed pick plus dropping its handle, with the thread's next key.
+#[inline(always)]
+fn keyed_pick_and_drop(engine: &Engine, keys: &[String]) {
+    let next = KEY_CURSOR.with(|cursor| {
+        let next = (cursor.get() + 1) & 0xffff;
+        cursor.set(next);
+        next
+    });
+    let handle = engine
+        .pick_endpoint_for_key(black_box(CLUSTER), &keys[next])
+        .expect("the cluster has available destinations");
+    black_box(&handle);
+    drop(handle);
+}
+
 /// A whole request's bookkeeping: pick, report `Success`, drop.
 #[inline(always)]
 fn pick_report_drop(engine: &Engine) {
@@ -764,6 +796,11 @@ fn bench_paired(_: &mut Criterion) {
             "LeastRequests filled every destination once"
         );
         let reporting = passive_engine("PowerOfTwoChoices", n);
+        let keyed = engine(
+            cluster("PowerOfTwoChoices", n)
+                .session_affinity(SessionAffinityConfig::new(AffinityPolicy::CustomHeader)),
+        );
+        let keys = affinity_keys();
 
         // Floors first, at fixed positions.
         const RANDOM: usize = 1;
@@ -861,6 +898,12 @@ fn bench_paired(_: &mut Criterion) {
                 Box::new(move || pick_and_drop(engine)),
             ));
         }
+        arms.push(arm(
+            "keyed",
+            Some(P2C),
+            batch,
+            Box::new(|| keyed_pick_and_drop(&keyed, &keys)),
+        ));
         arms.push(arm(
             "pick_report_drop",
             Some(REPORT),

@@ -24,6 +24,13 @@ pub enum PickError {
         /// The cluster id as asked.
         cluster: String,
     },
+    /// The destination a request's affinity key maps to is not available, and the cluster's
+    /// `SessionAffinity` says `FailurePolicy: Return503Error` (YARP answers 503 here).
+    #[error("cluster `{cluster}`: the destination of the request's affinity key is unavailable")]
+    AffinityUnavailable {
+        /// The cluster id as asked.
+        cluster: String,
+    },
     /// The cluster has no destination with this id (compared case-insensitively).
     #[error("cluster `{cluster}` has no destination `{destination}`")]
     UnknownDestination {
@@ -45,6 +52,12 @@ impl PickError {
         matches!(self, PickError::DiscoveryPending { .. })
     }
 
+    /// True when a keyed pick failed because its key's destination is unavailable and the
+    /// cluster's affinity says to fail rather than redistribute.
+    pub fn is_affinity_unavailable(&self) -> bool {
+        matches!(self, PickError::AffinityUnavailable { .. })
+    }
+
     /// True when no cluster has the id asked for.
     pub fn is_unknown_cluster(&self) -> bool {
         matches!(self, PickError::UnknownCluster { .. })
@@ -56,6 +69,7 @@ impl PickError {
             PickError::NoAvailableDestinations { cluster }
             | PickError::UnknownCluster { cluster }
             | PickError::DiscoveryPending { cluster }
+            | PickError::AffinityUnavailable { cluster }
             | PickError::UnknownDestination { cluster, .. } => cluster,
         }
     }

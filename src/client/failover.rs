@@ -243,7 +243,7 @@ impl<'a> Failover<'a> {
         // Pick before withdrawing, so that a call with no destination left spends no token.
         let next = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
+            .pick_endpoint_for_retry(self.cluster, None, &state.tried, &state.leave_tiers)
             .ok()?;
         if !self.calls.budgets.withdraw(self.cluster) {
             tracing::debug!(target: "healthpick", cluster = %self.cluster, "retry budget exhausted");
@@ -292,7 +292,7 @@ impl<'a> Failover<'a> {
         state.remember(running);
         let pick = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, &state.tried, &state.leave_tiers)
+            .pick_endpoint_for_retry(self.cluster, None, &state.tried, &state.leave_tiers)
             .ok()?;
         let cluster = self.cluster;
         if !budget.hedges.withdraw() {

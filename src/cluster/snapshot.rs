@@ -9,6 +9,7 @@ use super::settings::ClusterSettings;
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
+use crate::selection::affinity::Affinity;
 use crate::selection::balancing::{ClusterCounter, Group, Picker, Signals};
 use crate::selection::group::best_group;
 
@@ -28,6 +29,8 @@ pub(crate) struct ClusterSnapshot {
     pub panic: bool,
     /// What the load-balancing policy prepared for `best`.
     pub picker: Picker,
+    /// Where keyed picks go, for a cluster with `SessionAffinity`.
+    pub affinity: Option<Arc<Affinity>>,
     /// The load signals the policy's picks read.
     pub signals: Signals,
     /// The cluster's counter for picks off the pick path, shared by all its snapshots.
@@ -74,21 +77,38 @@ impl ClusterSnapshot {
         let (best, best_class) = best_group(&ctx, &availability.destinations);
         let policy = &settings.policies.load_balancing.policy;
         let signals = policy.signals();
+        let affinity = settings.config.session_affinity_setting();
+        // Keyed picks bound each destination's load by the cluster's mean: they read the
+        // shared counts and the cluster's total.
+        let shared_counts = signals.reads_in_flight() || affinity.is_some();
         let rules = settings.signals;
         let weights: Vec<f64> = best.iter().map(|d| d.weight()).collect();
+        let tier = best.first().map(|d| d.tier());
         let kept = previous.filter(|p| {
             Arc::ptr_eq(&p.settings.policies.load_balancing.policy, policy)
                 && p.best
-                    .same_as(&best, &weights, signals.reads_in_flight(), &rules)
+                    .same_as(&best, &weights, shared_counts, &rules, affinity.is_some())
         });
         let (best, picker) = match kept {
             Some(previous) => (previous.best.clone(), previous.picker.clone()),
             None => {
-                let group = Group::new(best, weights, signals.reads_in_flight(), rules);
+                let mut group = Group::new(best, weights, shared_counts, rules);
+                if affinity.is_some() {
+                    group = group.counting_total(counter.clone());
+                }
                 let picker = policy.prepare(&group);
                 (Arc::new(group), picker)
             }
         };
+        let affinity = affinity.map(|config| {
+            let tier: Vec<Arc<Destination>> = members
+                .iter()
+                .filter(|d| Some(d.tier()) == tier)
+                .cloned()
+                .collect();
+            let previous = previous.and_then(|p| p.affinity.as_deref());
+            Arc::new(Affinity::prepare(config, &tier, &best, previous))
+        });
         ClusterSnapshot {
             members,
             available: availability.destinations,
@@ -96,6 +116,7 @@ impl ClusterSnapshot {
             best_class,
             panic: availability.panic,
             picker,
+            affinity,
             signals,
             counter,
             warming: warm_up.warming,
@@ -159,6 +180,7 @@ impl ClusterSnapshot {
             best_class: None,
             panic: false,
             picker,
+            affinity: None,
             counter,
             warming: false,
             first_probes_pending: false,

@@ -49,7 +49,9 @@ use crate::destination::{Destination, Latency};
 use crate::health::load_report;
 use crate::health::outcome::RequestOutcome;
 use crate::rng::{with_thread_generator, Draws, LocalRng, RandomSource};
+use crate::selection::affinity::AffinityMiss;
 use crate::selection::balancing::{Group, PickView, Picker};
+use crate::selection::consistent_hash::key_hash;
 
 /// Why a pick found nothing. The error with its strings is built only on the way out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,8 @@ pub(crate) enum Miss {
     DiscoveryPending,
     /// The cluster's first probes are running, and the caller asked not to pick before.
     Warming,
+    /// A keyed pick's destination is unavailable, and the cluster's affinity fails such picks.
+    AffinityUnavailable,
 }
 
 /// A pick as it leaves the thread's pick cache: a handle's two words, or no ticket and why.
@@ -93,7 +97,8 @@ impl Picked {
                 0 => Miss::UnknownCluster,
                 1 => Miss::NoAvailableDestinations,
                 2 => Miss::DiscoveryPending,
-                _ => Miss::Warming,
+                3 => Miss::Warming,
+                _ => Miss::AffinityUnavailable,
             }),
         }
     }
@@ -355,6 +360,22 @@ fn pick_with(
 ) -> Picked {
     let group = &*ticket.group;
     let now = snapshot.signals.reads_latency().then(|| clock.now());
+    if let (Some(key), Some(affinity), false) = (key, &snapshot.affinity, group.is_empty()) {
+        let total = group
+            .total()
+            .map_or(0, |t| t.in_flight.load(Ordering::Relaxed));
+        let keyed = if Arc::ptr_eq(&ticket.group, &snapshot.best) {
+            affinity.pick(group, key_hash(key), total)
+        } else {
+            affinity.pick_in(group, key_hash(key), total)
+        };
+        match keyed {
+            Ok(index) => return count(ticket, index, group.place(index), now),
+            Err(AffinityMiss::Unavailable) => return Picked::miss(Miss::AffinityUnavailable),
+            // No member of the tier can take keys (all weigh nothing): the policy picks.
+            Err(AffinityMiss::NoCandidate) => {}
+        }
+    }
     let (index, place) = match group.len() {
         0 => return Picked::miss(nothing_to_pick(snapshot)),
         1 => (0, group.place(0)),
@@ -382,6 +403,7 @@ pub(crate) fn nothing_to_pick(snapshot: &ClusterSnapshot) -> Miss {
 pub(crate) fn pick_from_group(
     snapshot: &ClusterSnapshot,
     group: Group,
+    key: Option<&[u8]>,
     source: &RandomSource,
     clock: &dyn Clock,
 ) -> Picked {
@@ -404,7 +426,7 @@ pub(crate) fn pick_from_group(
             &picker,
             &counter,
             source.draws(own),
-            None,
+            key,
             clock,
         )
     })
@@ -516,7 +538,7 @@ pub struct PickHandle {
     ticket: Arc<Ticket>,
     /// The destination's position in the ticket's group in the low [`INDEX_BITS`] bits; above
     /// them, when the request is timed (the cluster's policy reads latency), the engine-clock
-    /// microsecond of the pick plus one, wrapping every 6 days (only the time to the report is
+    /// microsecond of the pick plus one, wrapping every 3 days (only the time to the report is
     /// used). One word, so that a handle, and a pick's result, is two words: returned in
     /// registers, never copied out through memory.
     slot: u64,
@@ -525,9 +547,12 @@ pub struct PickHandle {
 /// Bits of [`PickHandle::slot`] that hold the index: groups of up to 16 million destinations.
 const INDEX_BITS: u32 = 24;
 
-/// The part of an engine-clock time in microseconds a handle keeps: the low 39 bits (6.4 days;
-/// plus one, it fits the 40 bits above the index).
-const STARTED_MASK: u64 = (1 << (63 - INDEX_BITS)) - 1;
+/// The part of an engine-clock time in microseconds a handle keeps: the low 38 bits (3.2 days;
+/// plus one, it fits the 39 bits above the index).
+const STARTED_MASK: u64 = (1 << (62 - INDEX_BITS)) - 1;
+
+/// The top bit of [`PickHandle::slot`]: the pick also counted in its cluster's total.
+const COUNTED_IN_TOTAL: u64 = 1 << 63;
 
 /// Engine-clock time in microseconds.
 fn micros(at: Duration) -> u64 {
@@ -539,6 +564,13 @@ fn micros(at: Duration) -> u64 {
 #[inline]
 fn count(ticket: &Arc<Ticket>, index: usize, place: u32, started: Option<Duration>) -> Picked {
     ticket.count(place).fetch_add(1, Ordering::Relaxed);
+    let counted = match ticket.group.total() {
+        Some(total) => {
+            total.in_flight.fetch_add(1, Ordering::Relaxed);
+            COUNTED_IN_TOTAL
+        }
+        None => 0,
+    };
     #[cfg(feature = "metrics")]
     {
         let metrics = ticket.group.destination(index).metrics();
@@ -548,7 +580,7 @@ fn count(ticket: &Arc<Ticket>, index: usize, place: u32, started: Option<Duratio
     let started = started.map_or(0, |at| (micros(at) & STARTED_MASK) + 1);
     Picked {
         ticket: Some(ticket.clone()),
-        word: started << INDEX_BITS | index as u64,
+        word: counted | started << INDEX_BITS | index as u64,
     }
 }
 
@@ -611,7 +643,7 @@ impl PickHandle {
     /// a health change it causes is applied before it returns. Outcomes of a destination that has
     /// left its cluster count for nothing.
     pub fn report(&self, outcome: RequestOutcome) {
-        let latency = match self.slot >> INDEX_BITS {
+        let latency = match (self.slot & !COUNTED_IN_TOTAL) >> INDEX_BITS {
             0 => Latency::Unknown,
             started => Latency::Since(started - 1),
         };
@@ -660,8 +692,15 @@ impl PickHandle {
 impl Drop for PickHandle {
     #[inline]
     fn drop(&mut self) {
-        let place = self.ticket.group.place(self.index());
-        self.ticket.count(place).fetch_sub(1, Ordering::Relaxed);
+        let group = &self.ticket.group;
+        self.ticket
+            .count(group.place(self.index()))
+            .fetch_sub(1, Ordering::Relaxed);
+        if self.slot & COUNTED_IN_TOTAL != 0 {
+            if let Some(total) = group.total() {
+                total.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         #[cfg(feature = "metrics")]
         self.arc().metrics().in_flight.decrement(1.0);
     }

@@ -38,6 +38,7 @@ impl Miss {
             Miss::DiscoveryPending => PickError::DiscoveryPending { cluster },
             // Callers that ask not to pick while warming never make this an error.
             Miss::Warming => PickError::NoAvailableDestinations { cluster },
+            Miss::AffinityUnavailable => PickError::AffinityUnavailable { cluster },
         }
     }
 }
@@ -106,10 +107,14 @@ impl Engine {
         &self,
         snapshot: &ClusterSnapshot,
         group: Vec<Arc<Destination>>,
+        key: Option<&[u8]>,
         cluster: &str,
     ) -> Result<PickHandle, PickError> {
-        let group = Group::of(group, true, *snapshot.best.signal_rules());
-        pick_from_group(snapshot, group, &self.core.rng, &*self.core.clock)
+        let mut group = Group::of(group, true, *snapshot.best.signal_rules());
+        if snapshot.affinity.is_some() {
+            group = group.counting_total(snapshot.counter.clone());
+        }
+        pick_from_group(snapshot, group, key, &self.core.rng, &*self.core.clock)
             .into_result()
             .map_err(|miss| miss.error(cluster))
     }
@@ -145,7 +150,7 @@ impl Engine {
             .ok_or_else(|| unknown(cluster))?;
         let group =
             best_group_excluding(&snapshot.available_context(), &snapshot.available, exclude);
-        self.choose_in_group(&snapshot, group, cluster)
+        self.choose_in_group(&snapshot, group, None, cluster)
     }
 
     /// A retry's pick for the client's failover step: like
@@ -154,9 +159,11 @@ impl Engine {
     /// excluded; only when none is left does the pick go back to those tiers. This is how a call
     /// leaves a tier whose destination failed after connecting (a dead tier's stale kept-alive
     /// connection, or a request that crashes servers), instead of spending its attempts there.
+    /// A keyed call's retry goes to the key's next choice.
     pub(crate) fn pick_endpoint_for_retry<S: AsRef<str>>(
         &self,
         cluster: &str,
+        key: Option<&[u8]>,
         exclude: &[S],
         leave_tiers: &[u32],
     ) -> Result<PickHandle, PickError> {
@@ -178,7 +185,7 @@ impl Engine {
         if group.is_empty() {
             group = best_group_excluding(&ctx, &snapshot.available, exclude);
         }
-        self.choose_in_group(&snapshot, group, cluster)
+        self.choose_in_group(&snapshot, group, key, cluster)
     }
 
     /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
@@ -365,7 +372,7 @@ mod tests {
 
     fn retry(engine: &Engine, exclude: &[&str], leave: &[u32]) -> String {
         engine
-            .pick_endpoint_for_retry("c", exclude, leave)
+            .pick_endpoint_for_retry("c", None, exclude, leave)
             .map(|p| p.destination().id().to_string())
             .unwrap_or_else(|e| e.to_string())
     }
@@ -386,7 +393,7 @@ mod tests {
         );
         assert_eq!(retry(&engine, &["a0"], &[7]), "b0", "a tier nobody has");
         assert!(engine
-            .pick_endpoint_for_retry("nope", &["a0"], &[0])
+            .pick_endpoint_for_retry("nope", None, &["a0"], &[0])
             .is_err());
     }
 

@@ -244,6 +244,9 @@ pub struct Group {
     /// Whether picks from it count in the shared counts (the policy reads them) or each
     /// thread in its own.
     shared_counts: bool,
+    /// The cluster's counter, when its picks also count in its total in flight (keyed picks
+    /// bound each destination's load by the mean).
+    total: Option<Arc<ClusterCounter>>,
     rules: SignalRules,
 }
 
@@ -295,8 +298,21 @@ impl Group {
             first,
             chunks,
             shared_counts,
+            total: None,
             rules,
         }
+    }
+
+    /// The group, its picks also counted in `counter`'s total in flight.
+    pub(crate) fn counting_total(mut self, counter: Arc<ClusterCounter>) -> Group {
+        self.total = Some(counter);
+        self
+    }
+
+    /// The cluster's counter of requests in flight, when picks from it count there.
+    #[inline]
+    pub(crate) fn total(&self) -> Option<&ClusterCounter> {
+        self.total.as_deref()
     }
 
     /// The group of `destinations` at their configured weights.
@@ -397,8 +413,10 @@ impl Group {
         weights: &[f64],
         shared_counts: bool,
         rules: &SignalRules,
+        counts_total: bool,
     ) -> bool {
         self.shared_counts == shared_counts
+            && self.total.is_some() == counts_total
             && self.rules == *rules
             && *self.weights == *weights
             && self.destinations.len() == destinations.len()
@@ -435,6 +453,9 @@ pub(crate) struct ClusterCounter {
     pub shared: AtomicUsize,
     /// Hands each thread its place among the cluster's pickers: 0, 1, 2, ...
     pub pickers: AtomicUsize,
+    /// Requests in flight to the cluster, counted where keyed picks bound each destination's
+    /// load by the mean (a cluster with `SessionAffinity`).
+    pub in_flight: AtomicUsize,
 }
 
 /// What a [`Picker`] reads on one pick: the group's load signals, random draws, the

@@ -56,9 +56,6 @@
 //! lookup reads one word of the table; a key whose home is refused walks on through the next
 //! slots, a sequential read, and allocates only past its eighth choice.
 
-// Nothing outside the tests calls this module yet: keyed picks use it once the engine wires it in.
-#![allow(dead_code)]
-
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// Bits of a key's hash that choose its slot.
@@ -110,6 +107,7 @@ impl LoadBound {
     }
 
     /// The most requests a member with `share` may have in flight after this pick.
+    #[cfg(test)]
     pub(crate) fn limit(self, share: f64) -> usize {
         if share.is_nan() || share <= 0.0 {
             return 0;
@@ -218,26 +216,12 @@ impl HashRing {
 
     /// The first of the key's candidates that `accept` takes: the key's home when it is taken,
     /// else its next choices in order. `None` when `accept` refuses every member (or the ring
-    /// is empty). `accept` is asked about each member at most once.
-    #[inline]
-    pub(crate) fn pick(
-        &self,
-        key_hash: u64,
-        mut accept: impl FnMut(usize) -> bool,
-    ) -> Option<usize> {
-        let home = self.home(key_hash)?;
-        if accept(home) {
-            return Some(home);
-        }
-        self.next_choice(key_hash, &mut accept)
-    }
-
-    /// The rest of [`pick`](Self::pick) once the home is refused, kept out of line so the
-    /// common case stays small.
-    #[cold]
-    #[inline(never)]
-    fn next_choice(&self, key_hash: u64, accept: &mut impl FnMut(usize) -> bool) -> Option<usize> {
-        self.candidates(key_hash).skip(1).find(|&i| accept(i))
+    /// is empty). `accept` is asked about each member at most once. The reference the tests
+    /// hold keyed picks to.
+    #[cfg(test)]
+    pub(crate) fn pick(&self, key_hash: u64, accept: impl FnMut(usize) -> bool) -> Option<usize> {
+        let mut accept = accept;
+        self.candidates(key_hash).find(|&i| accept(i))
     }
 }
 

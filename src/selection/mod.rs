@@ -7,6 +7,7 @@
 //! [`LoadBalancingPolicy`], [`Picker`] (with [`Pick`]) and [`PickView`]. A new built-in is its
 //! file and one line in [`built_in_policies`].
 
+pub(crate) mod affinity;
 pub(crate) mod balancing;
 pub(crate) mod consistent_hash;
 pub(crate) mod first_alphabetical;

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod affinity;
 mod doors;
 mod endpoint_set;
 mod engine;
