@@ -8,8 +8,8 @@
 //! are applied when the load is read, so a write is two stores and a read two loads: no lock.
 //!
 //! Two cells of the cluster's signal pool (`signals.rs`): the utilization as an `f32` in the high
-//! half of one and the engine-clock millisecond of the last report in its low half (0: none), and
-//! the millisecond the current run of reports began, plus one, in the other.
+//! half of one and the engine-clock millisecond of the last report, plus one, in its low half (0:
+//! none), and the millisecond the current run of reports began, plus one, in the other.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -43,13 +43,13 @@ pub(crate) fn record(
 ) {
     let now_ms = millis(now);
     let last = load.load(Ordering::Relaxed);
-    let expired = last == 0 || elapsed_ms(now_ms, last as u32) > rules.expiration.as_millis();
+    let expired = last == 0 || elapsed_ms(now_ms, reported_ms(last)) > rules.expiration.as_millis();
     if expired {
         since.store(now_ms.wrapping_add(1).max(1), Ordering::Relaxed);
     }
     let bits = (utilization.max(0.0) as f32).to_bits();
     load.store(
-        u64::from(bits) << 32 | u64::from(now_ms.max(1)),
+        u64::from(bits) << 32 | u64::from(now_ms.wrapping_add(1).max(1)),
         Ordering::Relaxed,
     );
 }
@@ -68,7 +68,7 @@ pub(crate) fn utilization(
         return None;
     }
     let now_ms = millis(now);
-    if elapsed_ms(now_ms, last as u32) > rules.expiration.as_millis() {
+    if elapsed_ms(now_ms, reported_ms(last)) > rules.expiration.as_millis() {
         return None;
     }
     let began = since.load(Ordering::Relaxed).wrapping_sub(1);
@@ -82,6 +82,11 @@ pub(crate) fn utilization(
 pub(crate) fn last_reported(load: &AtomicU64) -> Option<f64> {
     let last = load.load(Ordering::Relaxed);
     (last != 0).then(|| f64::from(f32::from_bits((last >> 32) as u32)))
+}
+
+/// The millisecond of the report held in `load`'s low half.
+fn reported_ms(load: u64) -> u32 {
+    (load as u32).wrapping_sub(1)
 }
 
 fn millis(at: Duration) -> u32 {
@@ -128,10 +133,10 @@ mod tests {
             blackout: Duration::ZERO,
             expiration: s(60),
         };
-        record(&load, &since, 0.9, Duration::ZERO, &rules);
+        record(&load, &since, 0.75, Duration::ZERO, &rules);
         assert_eq!(
             utilization(&load, &since, Duration::ZERO, &rules),
-            Some(0.9)
+            Some(0.75)
         );
     }
 }
