@@ -93,6 +93,10 @@
 //!   - `LeastRequests_idle` (nothing in flight: the first destination has the fewest) and
 //!     `LeastRequests_loaded` (every destination holds one request in flight for the whole run,
 //!     so a pick must read every count);
+//!   - `PeakEwma`: `pick_endpoint` + drop under `PeakEwma` (the pick reads the clock and two
+//!     latency estimates); `P2C_report` and `PeakEwma_report`: pick, report `Success`, drop,
+//!     without passive checks, under `PowerOfTwoChoices` and `PeakEwma` (whose handle times the
+//!     request and whose report records the sample);
 //!   - `keyed`: `pick_endpoint_for_key` + drop on a `PowerOfTwoChoices` cluster with
 //!     `SessionAffinity`, each pick with the thread's next of 65,536 keys (compare it with
 //!     `PowerOfTwoChoices`);
@@ -144,12 +148,13 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 /// The built-in load-balancing policies, by configuration name.
-const POLICIES: [&str; 5] = [
+const POLICIES: [&str; 6] = [
     "PowerOfTwoChoices",
     "RoundRobin",
     "LeastRequests",
     "Random",
     "FirstAlphabetical",
+    "PeakEwma",
 ];
 
 /// Destination counts.
@@ -801,6 +806,9 @@ fn bench_paired(_: &mut Criterion) {
                 .session_affinity(SessionAffinityConfig::new(AffinityPolicy::CustomHeader)),
         );
         let keys = affinity_keys();
+        let peak_ewma = engine(cluster("PeakEwma", n));
+        let p2c_reporting = engine(cluster("PowerOfTwoChoices", n));
+        let peak_ewma_reporting = engine(cluster("PeakEwma", n));
 
         // Floors first, at fixed positions.
         const RANDOM: usize = 1;
@@ -898,6 +906,24 @@ fn bench_paired(_: &mut Criterion) {
                 Box::new(move || pick_and_drop(engine)),
             ));
         }
+        arms.push(arm(
+            "PeakEwma",
+            Some(P2C),
+            batch,
+            Box::new(|| pick_and_drop(&peak_ewma)),
+        ));
+        arms.push(arm(
+            "P2C_report",
+            Some(P2C),
+            batch,
+            Box::new(|| pick_report_drop(&p2c_reporting)),
+        ));
+        arms.push(arm(
+            "PeakEwma_report",
+            Some(P2C),
+            batch,
+            Box::new(|| pick_report_drop(&peak_ewma_reporting)),
+        ));
         arms.push(arm(
             "keyed",
             Some(P2C),

@@ -746,6 +746,7 @@ mod tests {
             ("FirstAlphabetical", false),
             ("PowerOfTwoChoices", true),
             ("LeastRequests", true),
+            ("PeakEwma", true),
         ] {
             let engine = engine(policy);
             let pick = engine.pick_endpoint("c").unwrap();

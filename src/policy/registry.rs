@@ -59,7 +59,7 @@ impl std::fmt::Debug for PolicyRegistry {
 impl Default for PolicyRegistry {
     /// The built-in policies: ConsecutiveFailures; TransportFailureRate and OutlierDetection;
     /// HealthyAndUnknown and HealthyOrPanic; PowerOfTwoChoices, RoundRobin, LeastRequests,
-    /// Random, FirstAlphabetical.
+    /// Random, FirstAlphabetical, PeakEwma.
     fn default() -> Self {
         let mut r = PolicyRegistry {
             active: Vec::new(),

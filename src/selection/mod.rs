@@ -13,6 +13,7 @@ pub(crate) mod consistent_hash;
 pub(crate) mod first_alphabetical;
 pub(crate) mod group;
 pub(crate) mod least_requests;
+pub(crate) mod peak_ewma;
 pub(crate) mod power_of_two;
 pub(crate) mod random;
 pub(crate) mod round_robin;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 pub use balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
 pub use first_alphabetical::FirstAlphabetical;
 pub use least_requests::LeastRequests;
+pub use peak_ewma::PeakEwma;
 pub use power_of_two::PowerOfTwoChoices;
 pub use random::Random;
 pub use round_robin::RoundRobin;
@@ -36,5 +38,6 @@ pub(crate) fn built_in_policies() -> Vec<(&'static str, Arc<dyn LoadBalancingPol
         ("LeastRequests", Arc::new(LeastRequests)),
         ("Random", Arc::new(Random)),
         ("FirstAlphabetical", Arc::new(FirstAlphabetical)),
+        ("PeakEwma", Arc::new(PeakEwma)),
     ]
 }

@@ -8,4 +8,5 @@ mod affinity;
 mod doors;
 mod endpoint_set;
 mod engine;
+mod peak_ewma;
 mod selection;

@@ -1,0 +1,75 @@
+//! `PeakEwma`: two distinct random destinations, the one with the lower expected cost wins,
+//! cost = latency estimate x (requests in flight + 1) / weight, times (1 + utilization) when the
+//! destination reports a load that counts. Ties go to the first drawn.
+//!
+//! This is the balancer of Finagle, linkerd and tower (`p2c` over `PeakEwma`): the latency
+//! estimate is a moving average that jumps to any sample above it at once and forgets it with
+//! the cluster's decay time, so an instance that turns slow loses its share within a request or
+//! two and wins it back only as it proves fast again; multiplying by the requests in flight
+//! turns "how fast" into "how long a new request would wait", so a fast instance is not
+//! buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the client
+//! cannot see: load from other clients.
+//!
+//! In a weighted group the first candidate is drawn in proportion to the weights and the second
+//! uniformly among the others, as in `PowerOfTwoChoices`; the cost is per unit of weight (and
+//! a warming destination's weight is ramped by slow start), so an idle cluster spreads in
+//! proportion to the weights.
+
+use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
+use super::weights::AliasTable;
+
+/// Two random candidates (the first by weight); the lower latency x (in flight + 1) / weight x
+/// (1 + utilization) wins, ties to the first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeakEwma;
+
+/// Picks of a `PeakEwma` group; the alias table of its weights when they differ.
+struct PeakEwmaPicker {
+    by_weight: Option<AliasTable>,
+}
+
+impl PeakEwmaPicker {
+    /// The cost of the destination at `index` without its weight, in seconds x requests: the
+    /// weights are compared crosswise, so unweighted groups divide by nothing.
+    #[inline]
+    fn cost(view: &PickView<'_>, index: usize) -> f64 {
+        let latency = view.latency(index).as_secs_f64();
+        let queue = view.in_flight(index) as f64 + 1.0;
+        let load = view.utilization(index).map_or(1.0, |u| 1.0 + u);
+        latency * queue * load
+    }
+}
+
+impl Pick for PeakEwmaPicker {
+    fn pick(&self, view: &PickView<'_>) -> usize {
+        let (i, j) = match &self.by_weight {
+            Some(table) => {
+                let i = table.index(view.random_u64());
+                let other = view.random_index(view.len() - 1);
+                (i, other + usize::from(other >= i))
+            }
+            None => view.two_random_indices(view.len()),
+        };
+        let (cost_i, cost_j) = (Self::cost(view, i), Self::cost(view, j));
+        // cost_j / w_j < cost_i / w_i, without dividing.
+        if cost_j * view.weight(i) < cost_i * view.weight(j) {
+            j
+        } else {
+            i
+        }
+    }
+}
+
+impl LoadBalancingPolicy for PeakEwma {
+    fn prepare(&self, group: &Group) -> Picker {
+        Picker::custom(PeakEwmaPicker {
+            by_weight: group.weights().map(AliasTable::new),
+        })
+    }
+
+    /// Picks read latency and requests in flight: the pick reads the clock, and the handle
+    /// times the request from its pick to its report.
+    fn signals(&self) -> Signals {
+        Signals::LATENCY | Signals::IN_FLIGHT
+    }
+}
