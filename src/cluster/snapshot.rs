@@ -3,9 +3,12 @@
 //! engine's health updater builds a new one on every change and swaps it in; picks, status, the
 //! prober and the client load it, so no reader sees settings and health from different moments.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::settings::ClusterSettings;
+use crate::config::traffic::SlowStartConfig;
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
@@ -46,6 +49,9 @@ pub(crate) struct ClusterSnapshot {
     /// cluster table just before the reload that removed the cluster) finds no cluster, as a
     /// pick after the reload does, rather than a cluster without destinations.
     pub retired: bool,
+    /// When a destination of the best group is warming up (slow start): the engine-clock time
+    /// its weights are due to be recomputed.
+    pub ramp_due: Option<Duration>,
 }
 
 /// Where a cluster stands in its first probes and its sources' first answers.
@@ -62,19 +68,28 @@ pub(crate) struct WarmUp {
 
 impl ClusterSnapshot {
     /// Runs the cluster's available-destinations policy over `members`, finds the best group and
-    /// lets the load balancer prepare for it. When the best group is the one `previous` picked
-    /// from (same destinations, weights and policy), it is kept with its picker, and so are the
-    /// threads' tickets to it.
+    /// lets the load balancer prepare for it, at engine-clock time `now`. When the best group is
+    /// the one `previous` picked from (same destinations, weights and policy), it is kept with
+    /// its picker, and so are the threads' tickets to it.
     pub fn build(
         settings: Arc<ClusterSettings>,
         members: Vec<Arc<Destination>>,
         counter: Arc<ClusterCounter>,
         warm_up: WarmUp,
         previous: Option<&ClusterSnapshot>,
+        now: Duration,
     ) -> Self {
         let ctx = settings.available_context(warm_up.first_probes_pending);
         let availability = settings.policies.available.policy.available(&ctx, &members);
         let (best, best_class) = best_group(&ctx, &availability.destinations);
+        let slow_start = settings.config.slow_start_setting();
+        if let (Some(_), Some(previous)) = (slow_start, previous) {
+            mark_newly_available(&previous.available, &availability.destinations, now);
+        }
+        let ramp: Vec<f64> = best
+            .iter()
+            .map(|d| slow_start.map_or(1.0, |ramp| warmth(ramp, d, now)))
+            .collect();
         let policy = &settings.policies.load_balancing.policy;
         let signals = policy.signals();
         let affinity = settings.config.session_affinity_setting();
@@ -82,7 +97,14 @@ impl ClusterSnapshot {
         // shared counts and the cluster's total.
         let shared_counts = signals.reads_in_flight() || affinity.is_some();
         let rules = settings.signals;
-        let weights: Vec<f64> = best.iter().map(|d| d.weight()).collect();
+        let weights: Vec<f64> = best
+            .iter()
+            .zip(&ramp)
+            .map(|(d, factor)| d.weight() * factor)
+            .collect();
+        let ramp_due = slow_start
+            .filter(|_| ramp.iter().any(|&f| f < 1.0))
+            .map(|ramp| now + ramp_step(ramp));
         let tier = best.first().map(|d| d.tier());
         let kept = previous.filter(|p| {
             Arc::ptr_eq(&p.settings.policies.load_balancing.policy, policy)
@@ -92,7 +114,7 @@ impl ClusterSnapshot {
         let (best, picker) = match kept {
             Some(previous) => (previous.best.clone(), previous.picker.clone()),
             None => {
-                let mut group = Group::new(best, weights, shared_counts, rules);
+                let mut group = Group::new(best, weights, shared_counts, rules).ramping(ramp);
                 if affinity.is_some() {
                     group = group.counting_total(counter.clone());
                 }
@@ -123,24 +145,26 @@ impl ClusterSnapshot {
             first_probes_pending: warm_up.first_probes_pending,
             discovery_pending: warm_up.discovery_pending,
             retired: false,
+            ramp_due,
             settings,
         }
     }
 
-    /// The same members under the same settings and warm-up, judged again (after a health
-    /// change).
-    pub fn rebuilt(&self) -> Self {
-        self.rebuilt_with(self.warm_up())
+    /// The same members under the same settings and warm-up, judged again at `now` (after a
+    /// health change, or a step of slow start).
+    pub fn rebuilt(&self, now: Duration) -> Self {
+        self.rebuilt_with(self.warm_up(), now)
     }
 
-    /// The same members under the same settings, judged again in `warm_up`.
-    pub fn rebuilt_with(&self, warm_up: WarmUp) -> Self {
+    /// The same members under the same settings, judged again in `warm_up` at `now`.
+    pub fn rebuilt_with(&self, warm_up: WarmUp, now: Duration) -> Self {
         Self::build(
             self.settings.clone(),
             self.members.clone(),
             self.counter.clone(),
             warm_up,
             Some(self),
+            now,
         )
     }
 
@@ -186,6 +210,42 @@ impl ClusterSnapshot {
             first_probes_pending: false,
             discovery_pending: false,
             retired: false,
+            ramp_due: None,
         }
     }
+}
+
+/// Notes the time a destination became available, for slow start: those available now that
+/// were not before, when the cluster had others available (a cluster's first destinations, or
+/// the first after none was left, have nobody to leave traffic to and take it all at once).
+fn mark_newly_available(
+    before: &[Arc<Destination>],
+    now_available: &[Arc<Destination>],
+    now: Duration,
+) {
+    if before.is_empty() {
+        return;
+    }
+    let before: HashSet<*const Destination> = before.iter().map(Arc::as_ptr).collect();
+    for d in now_available {
+        if !before.contains(&Arc::as_ptr(d)) {
+            d.record().available_since = Some(now);
+        }
+    }
+}
+
+/// A destination's slow-start factor at `now`: 1 unless it became available less than the
+/// window ago.
+fn warmth(ramp: &SlowStartConfig, destination: &Destination, now: Duration) -> f64 {
+    match destination.record().available_since {
+        Some(since) => ramp.factor(now.saturating_sub(since)),
+        None => 1.0,
+    }
+}
+
+/// How often the weights of a warming group are recomputed: a hundredth of the window, within
+/// 100 ms and 1 s, so that each step moves a share by at most about a point and a long window
+/// costs one rebuild a second.
+fn ramp_step(ramp: &SlowStartConfig) -> Duration {
+    (ramp.window_setting() / 100).clamp(Duration::from_millis(100), Duration::from_secs(1))
 }

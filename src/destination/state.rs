@@ -140,6 +140,9 @@ pub(crate) struct HealthRecord {
     pub last_probe_result: Option<String>,
     pub last_error: Option<String>,
     pub reactivation_due: Option<Duration>,
+    /// When it last became available while its cluster had others available: slow start
+    /// ramps its weight from then.
+    pub available_since: Option<Duration>,
     /// When its source last published it.
     pub last_seen: Option<Duration>,
 }

@@ -321,14 +321,15 @@ impl Engine {
         self.core.config_generation.subscribe()
     }
 
-    /// Fires the passive reactivations due at the clock's current time and returns how many
-    /// fired. With the default clock a background task does this; with a custom clock call it
-    /// after moving the clock.
+    /// Fires the timers due at the clock's current time (passive reactivations, confirmations
+    /// of changes an update guard holds, the steps of slow start) and returns how many fired.
+    /// With the default clock a background task does this; with a custom clock call it after
+    /// moving the clock.
     pub fn fire_due_timers(&self) -> usize {
         self.core.hub.timers.fire_due(self.core.clock.now())
     }
 
-    /// When the next reactivation is due, on the engine clock.
+    /// When the next timer is due, on the engine clock.
     pub fn next_timer_due(&self) -> Option<Duration> {
         self.core.hub.timers.next_due()
     }

@@ -466,6 +466,7 @@ impl ClusterRuntime {
             self.counter.clone(),
             warm_up,
             Some(&previous),
+            now,
         );
         self.publish(Some(hub), book, snapshot, now);
         if regrant {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -81,6 +82,8 @@ pub(crate) struct ClusterBook {
     pub first_probes: FirstProbes,
     /// The cluster left the engine: nothing is published or added any more.
     pub retired: bool,
+    /// The due time of the pending slow-start step, if one is scheduled.
+    pub ramp_due: Option<Duration>,
 }
 
 /// How far a cluster's first probes are, kept up to date result by result so that neither the
@@ -269,7 +272,7 @@ impl ClusterRuntime {
 }
 
 impl TimerTarget for ClusterRuntime {
-    fn fire(&self, due: std::time::Duration, what: &Due) {
+    fn fire(&self, due: Duration, what: &Due) {
         match what {
             Due::Reactivation(destination) => {
                 if let Some(destination) = destination.upgrade() {
@@ -277,6 +280,7 @@ impl TimerTarget for ClusterRuntime {
                 }
             }
             Due::HeldChange(source) => self.confirm_held(source, due),
+            Due::SlowStart => self.slow_start_step(due),
         }
     }
 }

@@ -370,6 +370,7 @@ impl ClusterRuntime {
             self.counter.clone(),
             warm_up,
             Some(&self.cell.load()),
+            now,
         );
         self.publish(Some(hub), book, snapshot, now);
     }

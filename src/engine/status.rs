@@ -1,7 +1,7 @@
 //! The point-in-time status view: what a dashboard or `healthpick watch` prints,
 //! read from each cluster's snapshot.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -174,6 +174,9 @@ pub struct DestinationStatus {
     /// cluster's blackout, before it expires; `None` otherwise, or when the cluster reads no
     /// reports.
     pub utilization: Option<f64>,
+    /// While it warms up under slow start: the factor its weight counts with now (from the
+    /// cluster's minimum up to 1); `None` once warm, or outside the best group.
+    pub slow_start: Option<f64>,
     /// Engine-clock time of the last health change.
     pub last_change: Option<Duration>,
     /// The last health change and its reason.
@@ -214,11 +217,12 @@ impl Engine {
                 let settings = &snapshot.settings;
                 let available: HashSet<*const Destination> =
                     snapshot.available.iter().map(Arc::as_ptr).collect();
-                let best: HashSet<*const Destination> = snapshot
+                let best: HashMap<*const Destination, f64> = snapshot
                     .best
                     .destinations()
                     .iter()
-                    .map(Arc::as_ptr)
+                    .enumerate()
+                    .map(|(i, d)| (Arc::as_ptr(d), snapshot.best.slow_start_factor(i)))
                     .collect();
                 let destinations = snapshot
                     .members
@@ -235,13 +239,17 @@ impl Engine {
                             passive: health.passive,
                             reported: health.reported,
                             available: available.contains(&Arc::as_ptr(d)),
-                            in_best_group: best.contains(&Arc::as_ptr(d)),
+                            in_best_group: best.contains_key(&Arc::as_ptr(d)),
                             in_flight: d.in_flight(),
                             latency: latency::last_estimate(d.signals.latency()),
                             utilization: settings.signals.reports.as_ref().and_then(|rules| {
                                 let (load, since) = d.signals.load();
                                 reported_load::utilization(load, since, now, rules)
                             }),
+                            slow_start: best
+                                .get(&Arc::as_ptr(d))
+                                .copied()
+                                .filter(|&factor| factor < 1.0),
                             last_change: record.last_change,
                             last_reason: record.last_reason,
                             last_probe: record.last_probe,

@@ -1,5 +1,5 @@
-//! The engine's timers: passive reactivations and the confirmation of changes the
-//! update guard holds. A heap of due times, fired by a tokio task on the system
+//! The engine's timers: passive reactivations, the confirmation of changes the update guard
+//! holds, and the steps of slow start. A heap of due times, fired by a tokio task on the system
 //! clock, or by `Engine::fire_due_timers` with a custom clock.
 
 use std::cmp::{Ordering, Reverse};
@@ -26,6 +26,8 @@ pub(crate) enum Due {
     Reactivation(Weak<Destination>),
     /// The confirmation delay of the change a source's update guard holds.
     HeldChange(Arc<str>),
+    /// The next step of slow start: the weights of a warming group are recomputed.
+    SlowStart,
 }
 
 /// One pending timer.

@@ -259,7 +259,7 @@ impl ClusterRuntime {
         {
             return;
         }
-        let rebuilt = snapshot.rebuilt();
+        let rebuilt = snapshot.rebuilt(now);
         self.publish(hub.as_deref(), &mut book, rebuilt, now);
     }
 
@@ -318,7 +318,7 @@ impl ClusterRuntime {
             self.publish(
                 hub.as_deref(),
                 &mut book,
-                snapshot.rebuilt_with(warm_up),
+                snapshot.rebuilt_with(warm_up, now),
                 now,
             );
         }
@@ -532,7 +532,20 @@ impl ClusterRuntime {
             &Reason::Reactivation,
             due,
         );
-        let rebuilt = snapshot.rebuilt();
+        let rebuilt = snapshot.rebuilt(due);
+        self.publish(hub.as_deref(), &mut book, rebuilt, due);
+    }
+
+    /// A step of slow start: the weights of the warming destinations are recomputed for `due`
+    /// (and the next step scheduled while some still warm).
+    pub(crate) fn slow_start_step(&self, due: Duration) {
+        let hub = self.hub.upgrade();
+        let mut book = self.book.lock();
+        if book.ramp_due != Some(due) {
+            return;
+        }
+        book.ramp_due = None;
+        let rebuilt = self.cell.load().rebuilt(due);
         self.publish(hub.as_deref(), &mut book, rebuilt, due);
     }
 
@@ -555,9 +568,16 @@ impl ClusterRuntime {
             .collect();
         let panic = snapshot.panic;
         let cluster = snapshot.settings.id.clone();
+        let ramp_due = snapshot.ramp_due;
         #[cfg(feature = "metrics")]
         self.metrics.available(ids.len());
         self.cell.store(Arc::new(snapshot));
+        if let (Some(due), None, Some(hub)) = (ramp_due, book.ramp_due, hub) {
+            book.ramp_due = Some(due);
+            let cluster: std::sync::Weak<dyn TimerTarget> = self.me.clone();
+            hub.timers
+                .schedule(Timer::new(due, cluster, Due::SlowStart));
+        }
         if book.published && panic != book.panic {
             if panic {
                 tracing::info!(target: "healthpick", %cluster, "no healthy destination left: entering panic mode, all destinations get traffic");

@@ -247,6 +247,9 @@ pub struct Group {
     /// The cluster's counter, when its picks also count in its total in flight (keyed picks
     /// bound each destination's load by the mean).
     total: Option<Arc<ClusterCounter>>,
+    /// Each destination's slow-start factor, already in its weight, when some destination
+    /// is still warming up.
+    ramp: Option<Box<[f64]>>,
     rules: SignalRules,
 }
 
@@ -299,8 +302,26 @@ impl Group {
             chunks,
             shared_counts,
             total: None,
+            ramp: None,
             rules,
         }
+    }
+
+    /// The group, whose weights include these slow-start factors (one per destination).
+    pub(crate) fn ramping(mut self, factors: Vec<f64>) -> Group {
+        self.ramp = factors
+            .iter()
+            .any(|&f| f < 1.0)
+            .then(|| factors.into_boxed_slice());
+        self
+    }
+
+    /// The slow-start factor of the destination at `index`: from the cluster's minimum up to
+    /// 1 while it warms up after becoming available, 1 once warm. Already part of its
+    /// [`weight`](Self::weight); a policy that does not balance by weight can read it here.
+    #[inline]
+    pub fn slow_start_factor(&self, index: usize) -> f64 {
+        self.ramp.as_ref().map_or(1.0, |factors| factors[index])
     }
 
     /// The group, its picks also counted in `counter`'s total in flight.

@@ -1,5 +1,5 @@
 //! `PeakEwma`: two distinct random destinations, the one with the lower expected cost wins,
-//! cost = latency estimate x (requests in flight + 1) / weight, times (1 + utilization) when the
+//! cost = latency estimate x (requests in flight + 1), times (1 + utilization) when the
 //! destination reports a load that counts. Ties go to the first drawn.
 //!
 //! This is the balancer of Finagle, linkerd and tower (`p2c` over `PeakEwma`): the latency
@@ -11,15 +11,19 @@
 //! cannot see: load from other clients.
 //!
 //! In a weighted group the first candidate is drawn in proportion to the weights and the second
-//! uniformly among the others, as in `PowerOfTwoChoices`; the cost is per unit of weight (and
-//! a warming destination's weight is ramped by slow start), so an idle cluster spreads in
-//! proportion to the weights.
+//! uniformly among the others, and requests in flight count per unit of weight, as in
+//! `PowerOfTwoChoices`: cost = latency x (in flight / weight + 1). An idle cluster (every cost
+//! a tie when latencies match) is then spread in proportion to the weights, and a loaded one
+//! holds requests in proportion to them. The `+ 1` is per unit of weight on purpose: with
+//! `(in flight + 1) / weight` the heavier of two idle candidates would win every time, and a
+//! destination warming up under slow start (a small weight) would get nothing until the others
+//! queued.
 
 use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signals};
 use super::weights::AliasTable;
 
-/// Two random candidates (the first by weight); the lower latency x (in flight + 1) / weight x
-/// (1 + utilization) wins, ties to the first.
+/// Two random candidates (the first by weight); the lower latency x (in flight per unit of
+/// weight + 1) x (1 + utilization) wins, ties to the first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PeakEwma;
 
@@ -29,12 +33,17 @@ struct PeakEwmaPicker {
 }
 
 impl PeakEwmaPicker {
-    /// The cost of the destination at `index` without its weight, in seconds x requests: the
-    /// weights are compared crosswise, so unweighted groups divide by nothing.
+    /// The cost of the destination at `index`: its latency estimate in seconds times its
+    /// requests in flight (per unit of weight in a weighted group) plus one, times one plus its
+    /// reported utilization.
     #[inline]
-    fn cost(view: &PickView<'_>, index: usize) -> f64 {
+    fn cost(&self, view: &PickView<'_>, index: usize) -> f64 {
         let latency = view.latency(index).as_secs_f64();
-        let queue = view.in_flight(index) as f64 + 1.0;
+        let in_flight = view.in_flight(index) as f64;
+        let queue = match self.by_weight {
+            Some(_) => in_flight / view.weight(index) + 1.0,
+            None => in_flight + 1.0,
+        };
         let load = view.utilization(index).map_or(1.0, |u| 1.0 + u);
         latency * queue * load
     }
@@ -50,9 +59,8 @@ impl Pick for PeakEwmaPicker {
             }
             None => view.two_random_indices(view.len()),
         };
-        let (cost_i, cost_j) = (Self::cost(view, i), Self::cost(view, j));
-        // cost_j / w_j < cost_i / w_i, without dividing.
-        if cost_j * view.weight(i) < cost_i * view.weight(j) {
+        // A weightless candidate costs infinity or NaN: it never wins.
+        if self.cost(view, j) < self.cost(view, i) {
             j
         } else {
             i

@@ -358,6 +358,7 @@ mod tests {
             in_flight: 0,
             latency: None,
             utilization: None,
+            slow_start: None,
             last_change: None,
             last_reason: None,
             last_probe: None,

@@ -10,3 +10,4 @@ mod endpoint_set;
 mod engine;
 mod peak_ewma;
 mod selection;
+mod slow_start;
