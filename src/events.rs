@@ -101,6 +101,24 @@ pub enum HealthEventKind {
         /// The source.
         source: Arc<str>,
     },
+    /// The preferred tier is overloaded: the next tier of the same health class now takes a
+    /// share of the picks (`TierSpill` `Load`).
+    SpillStarted {
+        /// The preferred tier.
+        from_tier: u32,
+        /// The tier that takes the spill.
+        to_tier: u32,
+        /// The share of the cluster's picks it takes now (0 to 1).
+        share: f64,
+    },
+    /// The preferred tier has had room for the dwell time and the spill was withdrawn: it
+    /// takes all traffic again.
+    SpillStopped {
+        /// The preferred tier.
+        from_tier: u32,
+        /// The tier that took the spill.
+        to_tier: u32,
+    },
     /// A configuration (re)load was refused; the configuration in force stays. Its `cluster` is
     /// empty: it is about the whole engine.
     ConfigRejected {

@@ -233,7 +233,7 @@ pub use engine::pick::BestEndpoints;
 pub use engine::runtime::CONFIG_SOURCE;
 pub use engine::status::{
     ClusterStatus, ConfigRejection, ConfigStatus, DestinationStatus, EngineStatus, HeldStatus,
-    SourceStatus,
+    SourceStatus, SpillStatus,
 };
 pub use engine::Engine;
 pub use error::{DestinationsError, PickError};

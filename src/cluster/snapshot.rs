@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::settings::ClusterSettings;
-use crate::config::traffic::SlowStartConfig;
+use crate::config::traffic::{SlowStartConfig, SpillMode};
 use crate::destination::Destination;
 use crate::health::state::HealthClass;
 use crate::policy::available::AvailablePolicyContext;
 use crate::selection::affinity::Affinity;
 use crate::selection::balancing::{ClusterCounter, Group, Picker, Signals};
-use crate::selection::group::best_group;
+use crate::selection::group::{best_group, next_tier_group};
+use crate::selection::tier_spill::SpillState;
 
 /// Everything a pick, the status view and the prober read about one cluster.
 pub(crate) struct ClusterSnapshot {
@@ -34,6 +35,9 @@ pub(crate) struct ClusterSnapshot {
     pub picker: Picker,
     /// Where keyed picks go, for a cluster with `SessionAffinity`.
     pub affinity: Option<Arc<Affinity>>,
+    /// Where the best group spills under load, for a cluster with `TierSpill` `Load` whose
+    /// best tier has a next tier of the same health class.
+    pub spill: Option<Spill>,
     /// The load signals the policy's picks read.
     pub signals: Signals,
     /// The cluster's counter for picks off the pick path, shared by all its snapshots.
@@ -52,6 +56,16 @@ pub(crate) struct ClusterSnapshot {
     /// When a destination of the best group is warming up (slow start): the engine-clock time
     /// its weights are due to be recomputed.
     pub ramp_due: Option<Duration>,
+}
+
+/// The next tier's group, as the best group spills to it, and the state that decides how much.
+pub(crate) struct Spill {
+    pub group: Arc<Group>,
+    /// What the load-balancing policy prepared for `group`.
+    pub picker: Picker,
+    /// The share picks read and the samples the controller judges, carried from snapshot to
+    /// snapshot while the two tiers stay the same.
+    pub state: Arc<SpillState>,
 }
 
 /// Where a cluster stands in its first probes and its sources' first answers.
@@ -91,7 +105,20 @@ impl ClusterSnapshot {
             .map(|d| slow_start.map_or(1.0, |ramp| warmth(ramp, d, now)))
             .collect();
         let policy = &settings.policies.load_balancing.policy;
-        let signals = policy.signals();
+        let spill_to = match best.first() {
+            Some(first)
+                if settings.config.tier_spill_setting().mode_setting() == SpillMode::Load =>
+            {
+                Some(next_tier_group(&ctx, &availability.destinations, first))
+                    .filter(|group| !group.is_empty())
+            }
+            _ => None,
+        };
+        // The spill controller judges the preferred tier by its latency: its picks are timed.
+        let signals = match spill_to {
+            Some(_) => policy.signals() | Signals::LATENCY,
+            None => policy.signals(),
+        };
         let affinity = settings.config.session_affinity_setting();
         // Keyed picks bound each destination's load by the cluster's mean: they read the
         // shared counts and the cluster's total.
@@ -122,6 +149,36 @@ impl ClusterSnapshot {
                 (Arc::new(group), picker)
             }
         };
+        let spill = spill_to.map(|group| {
+            let previous = previous.and_then(|p| p.spill.as_ref());
+            let (from_tier, to_tier) = (best.destination(0).tier(), group[0].tier());
+            let state = match previous {
+                Some(p) if (p.state.from_tier, p.state.to_tier) == (from_tier, to_tier) => {
+                    p.state.clone()
+                }
+                _ => Arc::new(SpillState::new(from_tier, to_tier, now)),
+            };
+            let weights: Vec<f64> = group.iter().map(|d| d.weight()).collect();
+            match previous.filter(|p| {
+                Arc::ptr_eq(&p.state, &state)
+                    && p.group
+                        .same_as(&group, &weights, shared_counts, &rules, false)
+            }) {
+                Some(p) => Spill {
+                    group: p.group.clone(),
+                    picker: p.picker.clone(),
+                    state,
+                },
+                None => {
+                    let group = Group::new(group, weights, shared_counts, rules);
+                    Spill {
+                        picker: policy.prepare(&group),
+                        group: Arc::new(group),
+                        state,
+                    }
+                }
+            }
+        });
         let affinity = affinity.map(|config| {
             let tier: Vec<Arc<Destination>> = members
                 .iter()
@@ -139,6 +196,7 @@ impl ClusterSnapshot {
             panic: availability.panic,
             picker,
             affinity,
+            spill,
             signals,
             counter,
             warming: warm_up.warming,
@@ -205,6 +263,7 @@ impl ClusterSnapshot {
             panic: false,
             picker,
             affinity: None,
+            spill: None,
             counter,
             warming: false,
             first_probes_pending: false,

@@ -130,6 +130,10 @@ struct Entry {
 struct Held {
     /// Its ticket to the snapshot's best group.
     ticket: Arc<Ticket>,
+    /// Its ticket to the group the best group spills to, while the cluster may spill.
+    spill: Option<Arc<Ticket>>,
+    /// Its round-robin counter for that group: spilled picks go round it on their own.
+    spill_counter: Cell<usize>,
     /// Its round-robin counter for the cluster.
     counter: Cell<usize>,
     /// Where its own counts come from.
@@ -195,15 +199,7 @@ fn pick_cached(
     if unless_warming && snapshot.warming {
         return Picked::miss(Miss::Warming);
     }
-    pick_with(
-        snapshot,
-        &held.ticket,
-        &snapshot.picker,
-        &held.counter,
-        draws,
-        key,
-        &*core.clock,
-    )
+    pick_held(snapshot, held, draws, key, &*core.clock)
 }
 
 /// Runs `f` on what a pick from `cluster` reads (`None` when the table has no such cluster),
@@ -267,6 +263,16 @@ impl Clusters {
         if !Arc::ptr_eq(&entry.held.ticket.group, &snapshot.best) {
             entry.held.renew(&snapshot.best);
         }
+        if let Some(spill) = &snapshot.spill {
+            if !entry
+                .held
+                .spill
+                .as_ref()
+                .is_some_and(|ticket| Arc::ptr_eq(&ticket.group, &spill.group))
+            {
+                entry.held.renew_spill(&spill.group);
+            }
+        }
         Some((snapshot, &entry.held))
     }
 }
@@ -302,6 +308,8 @@ impl Entry {
             held: Held {
                 counter: Cell::new(start(place as u64, best.len())),
                 ticket: Ticket::first(best, &pool),
+                spill: None,
+                spill_counter: Cell::new(place),
                 pool,
             },
             snapshot,
@@ -315,6 +323,13 @@ impl Held {
     #[inline(never)]
     fn renew(&mut self, best: &Arc<Group>) {
         self.ticket = Ticket::new(best.clone(), &self.pool, &self.ticket);
+    }
+
+    /// The group the best group spills to changed: a new ticket to it.
+    #[cold]
+    #[inline(never)]
+    fn renew_spill(&mut self, group: &Arc<Group>) {
+        self.spill = Some(Ticket::new(group.clone(), &self.pool, &self.ticket));
     }
 }
 
@@ -334,16 +349,37 @@ impl Picking<'_> {
     /// the clock (`clock`) only when the cluster's policy reads latency.
     #[inline]
     pub fn pick(&self, key: Option<&[u8]>, clock: &dyn Clock) -> Picked {
-        pick_with(
-            self.snapshot,
-            &self.held.ticket,
-            &self.snapshot.picker,
-            &self.held.counter,
-            self.draws,
-            key,
-            clock,
-        )
+        pick_held(self.snapshot, self.held, self.draws, key, clock)
     }
+}
+
+/// A pick with what the thread holds for the cluster: from the group the best group spills to
+/// when the spill takes this pick, else from the best group. Keyed picks of a cluster with
+/// affinity stay with their key's destination: its load bound spreads them.
+#[inline(always)]
+fn pick_held(
+    snapshot: &ClusterSnapshot,
+    held: &Held,
+    draws: Draws<'_>,
+    key: Option<&[u8]>,
+    clock: &dyn Clock,
+) -> Picked {
+    if let (Some(spill), Some(ticket)) = (&snapshot.spill, &held.spill) {
+        let keyed = key.is_some() && snapshot.affinity.is_some();
+        if !keyed && spill.state.takes(draws) {
+            let counter = &held.spill_counter;
+            return pick_with(snapshot, ticket, &spill.picker, counter, draws, key, clock);
+        }
+    }
+    pick_with(
+        snapshot,
+        &held.ticket,
+        &snapshot.picker,
+        &held.counter,
+        draws,
+        key,
+        clock,
+    )
 }
 
 /// A pick from the group `ticket` holds, by `picker`. Inlined into each way in (the pick cache,
@@ -451,6 +487,8 @@ fn pick_inside_pick<R>(
             }),
             // One value of the cluster's shared counter: the most a pick takes.
             counter: Cell::new(snapshot.counter.shared.fetch_add(1, Ordering::Relaxed)),
+            spill: None,
+            spill_counter: Cell::new(0),
             pool: runtime.signals.clone(),
         };
         (snapshot, held)

@@ -35,6 +35,11 @@ pub const DISCOVERY_UPDATES: &str = "healthpick.discovery.updates";
 pub const DISCOVERY_HELD: &str = "healthpick.discovery.held";
 /// Gauge: destinations a cluster may send traffic to (its available set). Labels: cluster.
 pub const DESTINATIONS_AVAILABLE: &str = "healthpick.destinations.available";
+/// Gauge: the share of a cluster's picks its preferred tier spills to the next tier under load
+/// (`TierSpill` `Load`), 0 to 1. Labels: cluster.
+pub const SPILL_SHARE: &str = "healthpick.spill.share";
+/// Counter: times a cluster's preferred tier started spilling. Labels: cluster.
+pub const SPILL_STARTS: &str = "healthpick.spill.starts";
 /// Gauge: requests in flight (picks whose handle is not dropped yet). Labels: cluster,
 /// destination.
 pub const REQUESTS_IN_FLIGHT: &str = "healthpick.requests.in_flight";
@@ -74,6 +79,7 @@ const OUTCOME_VALUES: [&str; 9] = [
 pub(crate) struct ClusterMetrics {
     outcomes: [Counter; 9],
     available: Gauge,
+    spill_share: Gauge,
 }
 
 impl ClusterMetrics {
@@ -84,6 +90,7 @@ impl ClusterMetrics {
                 counter!(OUTCOMES, CLUSTER => SharedString::from(id.clone()), OUTCOME => value)
             }),
             available: gauge!(DESTINATIONS_AVAILABLE, CLUSTER => SharedString::from(id.clone())),
+            spill_share: gauge!(SPILL_SHARE, CLUSTER => SharedString::from(id.clone())),
         }
     }
 
@@ -103,6 +110,11 @@ impl ClusterMetrics {
     /// The cluster published `available` available destinations.
     pub fn available(&self, available: usize) {
         self.available.set(available as f64);
+    }
+
+    /// The spill controller set the share of picks that spill.
+    pub fn spill_share(&self, share: f64) {
+        self.spill_share.set(share);
     }
 }
 
@@ -141,6 +153,9 @@ pub(crate) fn record_event(event: &HealthEvent) {
                 counter!(EJECTIONS, CLUSTER => cluster(), DESTINATION => SharedString::from(destination.clone()))
                     .increment(1);
             }
+        }
+        HealthEventKind::SpillStarted { .. } => {
+            counter!(SPILL_STARTS, CLUSTER => cluster()).increment(1);
         }
         HealthEventKind::DestinationsChanged { source, .. } => {
             counter!(DISCOVERY_UPDATES, CLUSTER => cluster(), SOURCE => SharedString::from(source.clone()))

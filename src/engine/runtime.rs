@@ -84,6 +84,8 @@ pub(crate) struct ClusterBook {
     pub retired: bool,
     /// The due time of the pending slow-start step, if one is scheduled.
     pub ramp_due: Option<Duration>,
+    /// The due time of the spill controller's next look, while the cluster may spill.
+    pub spill_due: Option<Duration>,
 }
 
 /// How far a cluster's first probes are, kept up to date result by result so that neither the
@@ -281,6 +283,7 @@ impl TimerTarget for ClusterRuntime {
             }
             Due::HeldChange(source) => self.confirm_held(source, due),
             Due::SlowStart => self.slow_start_step(due),
+            Due::SpillTick => self.spill_tick(due),
         }
     }
 }

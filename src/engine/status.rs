@@ -89,6 +89,28 @@ pub struct ClusterStatus {
     pub sources: Vec<SourceStatus>,
     /// Destinations: the configuration's in config order, then each source's.
     pub destinations: Vec<DestinationStatus>,
+    /// Where tier spill stands, for a cluster with `TierSpill` `Load` whose preferred tier
+    /// has a next tier to spill to.
+    pub spill: Option<SpillStatus>,
+}
+
+/// Where a cluster's tier spill stands: how much of the traffic the preferred tier hands to the
+/// next, and why.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct SpillStatus {
+    /// The preferred tier (the best group's).
+    pub from_tier: u32,
+    /// The tier that takes the spill.
+    pub to_tier: u32,
+    /// The share of the cluster's picks that spill to `to_tier` (0 to 1); the preferred tier
+    /// takes the rest.
+    pub share: f64,
+    /// Why: the preferred tier's median latency over its baseline in the last window judged
+    /// (it spills above the upper mark); `None` before the first.
+    pub latency_ratio: Option<f64>,
+    /// The preferred tier's median latency unloaded, as learnt while nothing spilled.
+    pub baseline: Option<Duration>,
 }
 
 /// One discovery source of a cluster at one moment.
@@ -273,6 +295,16 @@ impl Engine {
                     best_class: snapshot.best_class,
                     sources: sources(&runtime.book.lock(), now),
                     destinations,
+                    spill: snapshot.spill.as_ref().map(|spill| {
+                        let reading = spill.state.reading();
+                        SpillStatus {
+                            from_tier: spill.state.from_tier,
+                            to_tier: spill.state.to_tier,
+                            share: reading.share,
+                            latency_ratio: reading.ratio,
+                            baseline: reading.baseline,
+                        }
+                    }),
                 }
             })
             .collect();

@@ -1,5 +1,5 @@
 //! The engine's timers: passive reactivations, the confirmation of changes the update guard
-//! holds, and the steps of slow start. A heap of due times, fired by a tokio task on the system
+//! holds, the steps of slow start and the tier-spill controller's looks. A heap of due times, fired by a tokio task on the system
 //! clock, or by `Engine::fire_due_timers` with a custom clock.
 
 use std::cmp::{Ordering, Reverse};
@@ -28,6 +28,8 @@ pub(crate) enum Due {
     HeldChange(Arc<str>),
     /// The next step of slow start: the weights of a warming group are recomputed.
     SlowStart,
+    /// The tier-spill controller's next look at the preferred tier.
+    SpillTick,
 }
 
 /// One pending timer.

@@ -29,6 +29,8 @@ use crate::policy::passive::{
     PassiveHealthPolicy, PassivePolicyContext, PassiveVerdict, QuietSuccesses,
 };
 use crate::policy::registry::Named;
+use crate::selection::balancing::Group;
+use crate::selection::tier_spill::{InFlight, SpillChange, TICK};
 
 /// What the first-probe bookkeeping runs after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +83,9 @@ impl ClusterRuntime {
                     now,
                     &snapshot.settings.signals.latency,
                 );
+                if let Some(spill) = &snapshot.spill {
+                    spill.state.record(destination.tier(), sample);
+                }
             });
             read_at = Some(now);
         }
@@ -549,6 +554,65 @@ impl ClusterRuntime {
         self.publish(hub.as_deref(), &mut book, rebuilt, due);
     }
 
+    /// The spill controller's look at `due`: it judges what the preferred tier's requests showed
+    /// since its last look and sets the share that spills; a start or stop is announced. The
+    /// looks go on every [`TICK`] while the cluster may spill.
+    pub(crate) fn spill_tick(&self, due: Duration) {
+        let hub = self.hub.upgrade();
+        let mut book = self.book.lock();
+        if book.spill_due != Some(due) {
+            return;
+        }
+        book.spill_due = None;
+        let snapshot = self.cell.load_full();
+        let Some(spill) = &snapshot.spill else {
+            return;
+        };
+        let in_flight = |group: &Group| group.destinations().iter().map(|d| d.in_flight()).sum();
+        let in_flight = InFlight {
+            preferred: in_flight(&snapshot.best),
+            next: in_flight(&spill.group),
+        };
+        let rules = snapshot.settings.config.tier_spill_setting();
+        let change = spill.state.tick(due, in_flight, rules);
+        #[cfg(feature = "metrics")]
+        self.metrics.spill_share(spill.state.reading().share);
+        let (from_tier, to_tier) = (spill.state.from_tier, spill.state.to_tier);
+        let cluster = &snapshot.settings.id;
+        let kind = match change {
+            Some(SpillChange::Started { share }) => {
+                tracing::info!(target: "healthpick", %cluster, from_tier, to_tier, share, "preferred tier overloaded: spilling to the next tier");
+                Some(HealthEventKind::SpillStarted {
+                    from_tier,
+                    to_tier,
+                    share,
+                })
+            }
+            Some(SpillChange::Stopped) => {
+                tracing::info!(target: "healthpick", %cluster, from_tier, to_tier, "preferred tier has room again: spill withdrawn");
+                Some(HealthEventKind::SpillStopped { from_tier, to_tier })
+            }
+            None => None,
+        };
+        if let Some(hub) = hub.as_deref() {
+            if let Some(kind) = kind {
+                hub.emit(HealthEvent {
+                    at: due,
+                    cluster: cluster.clone(),
+                    kind,
+                });
+            }
+            self.schedule_spill_tick(hub, &mut book, due + TICK);
+        }
+    }
+
+    fn schedule_spill_tick(&self, hub: &Hub, book: &mut ClusterBook, due: Duration) {
+        book.spill_due = Some(due);
+        let cluster: std::sync::Weak<dyn TimerTarget> = self.me.clone();
+        hub.timers
+            .schedule(Timer::new(due, cluster, Due::SpillTick));
+    }
+
     /// Swaps in `snapshot` and tells subscribers when the available set or panic mode changed.
     /// Called with the book locked, so publications of one cluster happen in order.
     pub(crate) fn publish(
@@ -569,6 +633,7 @@ impl ClusterRuntime {
         let panic = snapshot.panic;
         let cluster = snapshot.settings.id.clone();
         let ramp_due = snapshot.ramp_due;
+        let spills = snapshot.spill.is_some();
         #[cfg(feature = "metrics")]
         self.metrics.available(ids.len());
         self.cell.store(Arc::new(snapshot));
@@ -577,6 +642,9 @@ impl ClusterRuntime {
             let cluster: std::sync::Weak<dyn TimerTarget> = self.me.clone();
             hub.timers
                 .schedule(Timer::new(due, cluster, Due::SlowStart));
+        }
+        if let (true, None, Some(hub)) = (spills, book.spill_due, hub) {
+            self.schedule_spill_tick(hub, book, now + TICK);
         }
         if book.published && panic != book.panic {
             if panic {

@@ -63,6 +63,35 @@ pub(crate) fn best_group(
     (group, Some(best.0))
 }
 
+/// Where the best group spills under load: the available destinations that rank as `best` (a
+/// member of the best group) does but for their tier, in the next tier after its, with the same
+/// rule for weight 0 as the best group. Empty when there is no such tier: spill never sends
+/// traffic to a worse health class.
+pub(crate) fn next_tier_group(
+    ctx: &AvailablePolicyContext<'_>,
+    available: &[Arc<Destination>],
+    best: &Destination,
+) -> Vec<Arc<Destination>> {
+    let rank = |d: &Destination| (class_of(ctx, d), waits_for_first_probe(ctx, d));
+    let best_rank = rank(best);
+    let candidates: Vec<&Arc<Destination>> = available
+        .iter()
+        .filter(|d| d.tier() > best.tier() && rank(d) == best_rank)
+        .collect();
+    let Some(next) = candidates.iter().map(|d| d.tier()).min() else {
+        return Vec::new();
+    };
+    let mut group: Vec<Arc<Destination>> = candidates
+        .into_iter()
+        .filter(|d| d.tier() == next)
+        .cloned()
+        .collect();
+    if group.iter().any(|d| d.weight() > 0.0) {
+        group.retain(|d| d.weight() > 0.0);
+    }
+    group
+}
+
 /// The best group among `available` once the destinations `exclude` names are set aside: for
 /// retries, which move to the next best destination of the same tier, then to the next tier.
 pub(crate) fn best_group_excluding<S: AsRef<str>>(

@@ -17,6 +17,7 @@ pub(crate) mod peak_ewma;
 pub(crate) mod power_of_two;
 pub(crate) mod random;
 pub(crate) mod round_robin;
+pub(crate) mod tier_spill;
 pub(crate) mod weights;
 
 use std::sync::Arc;

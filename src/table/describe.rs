@@ -81,6 +81,19 @@ pub fn describe_event(event: &HealthEvent) -> String {
         HealthEventKind::SourceRecovered { source } => {
             format!("{}: source {source}: answering again", event.cluster)
         }
+        HealthEventKind::SpillStarted {
+            from_tier,
+            to_tier,
+            share,
+        } => format!(
+            "{}: tier {from_tier} overloaded: {:.0}% of picks spill to tier {to_tier}",
+            event.cluster,
+            share * 100.0
+        ),
+        HealthEventKind::SpillStopped { from_tier, to_tier } => format!(
+            "{}: tier {from_tier} has room again: spill to tier {to_tier} withdrawn",
+            event.cluster
+        ),
         HealthEventKind::ConfigRejected { origin, errors } => format!(
             "configuration {}rejected, the one in force stays: {}",
             origin

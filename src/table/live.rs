@@ -395,6 +395,7 @@ mod tests {
                 best_class: Some(HealthClass::Healthy),
                 sources: Vec::new(),
                 destinations: vec![local, degraded, remote],
+                spill: None,
             }],
         }
     }

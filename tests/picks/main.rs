@@ -11,3 +11,4 @@ mod engine;
 mod peak_ewma;
 mod selection;
 mod slow_start;
+mod tier_spill;
