@@ -127,10 +127,10 @@
 //! [`policy::AvailableDestinationsPolicy`] (`HealthCheck:AvailableDestinationsPolicy`) and
 //! [`selection::LoadBalancingPolicy`] (`LoadBalancingPolicy`). The built-ins use exactly the
 //! doors yours get: the policy contexts, a per-destination state slot for a policy's own data
-//! (`with_state` on the active and passive contexts), and for load balancers a per-snapshot
-//! preparation step ([`LoadBalancingPolicy::prepare`](selection::LoadBalancingPolicy::prepare))
-//! and, for one that reads every in-flight count, counts kept side by side
-//! ([`selection::InFlightCounts`], what `LeastRequests` scans).
+//! (`with_state` on the active and passive contexts), and for load balancers a per-group
+//! preparation step ([`LoadBalancingPolicy::prepare`](selection::LoadBalancingPolicy::prepare),
+//! which returns a [`selection::Picker`]) and a [`selection::PickView`] of each destination's
+//! requests in flight, latency estimate, reported utilization and weight (slow start included).
 //! The probe request itself is replaced with a [`probe::ProbeRequestFactory`] on the monitor.
 //! `examples/custom_policy.rs` registers a weighted load balancer that adds up its weights once
 //! per change.

@@ -9,7 +9,6 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::fast_path::with_current;
 use super::hub::Hub;
 use super::source_state::SourceState;
 use super::timers::{Due, TimerTarget};
@@ -17,7 +16,6 @@ use crate::clock::Clock;
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
 use crate::config::discovery::RESERVED_SOURCE;
-use crate::destination::reported_load;
 use crate::destination::signals::SignalPool;
 use crate::destination::state::StateSlots;
 use crate::destination::{Destination, Latency, OutcomeSink};
@@ -299,15 +297,6 @@ impl OutcomeSink for ClusterRuntime {
     }
 
     fn load_reported(&self, destination: &Arc<Destination>, utilization: f64) {
-        if destination.is_removed() {
-            return;
-        }
-        let (load, since) = destination.signals.load();
-        let now = self.clock.now();
-        with_current(&self.cell, |snapshot| {
-            if let Some(rules) = &snapshot.settings.signals.reports {
-                reported_load::record(load, since, utilization, now, rules);
-            }
-        });
+        self.record_load(destination, utilization);
     }
 }

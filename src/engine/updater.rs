@@ -14,8 +14,8 @@ use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
-use crate::destination::latency;
 use crate::destination::outcome_window::nanos;
+use crate::destination::{latency, reported_load};
 use crate::destination::{Destination, Latency};
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
 use crate::health::outcome::RequestOutcome;
@@ -99,6 +99,21 @@ impl ClusterRuntime {
             read_at = Some(now);
         }
         self.judged_outcome(destination, outcome, read_at);
+    }
+
+    /// A load report from `destination`'s server (`endpoint-load-metrics`): recorded where the
+    /// cluster reads reports, without a lock.
+    pub(crate) fn record_load(&self, destination: &Arc<Destination>, utilization: f64) {
+        if destination.is_removed() {
+            return;
+        }
+        let (load, since) = destination.signals.load();
+        let now = self.clock.now();
+        with_current(&self.cell, |snapshot| {
+            if let Some(rules) = &snapshot.settings.signals.reports {
+                reported_load::record(load, since, utilization, now, rules);
+            }
+        });
     }
 
     /// An outcome the passive policy judges (`now`: the clock, if read already).

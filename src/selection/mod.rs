@@ -5,7 +5,7 @@
 //! snapshot together with the picker the policy prepared for it; a pick only reads them. Each
 //! built-in policy has its own file and uses only what a custom policy gets:
 //! [`LoadBalancingPolicy`], [`Picker`] (with [`Pick`]) and [`PickView`]. A new built-in is its
-//! file and one line in [`built_in_policies`].
+//! file and one line in `built_in_policies`.
 
 pub(crate) mod affinity;
 pub(crate) mod balancing;
