@@ -30,9 +30,9 @@ const TIER_SPILL_KEYS: &[&str] = &["Mode", "UpperMark", "LowerMark", "Dwell"];
 const SLOW_START_KEYS: &[&str] = &["Window", "Aggression", "MinWeightPercent"];
 
 /// The cluster's `SessionAffinity`, when enabled. As in YARP, a section without `Enabled: true`
-/// is off and not validated: its bad values are warnings, which strict mode makes errors. Its
-/// `Cookie` subsection is accepted and not read: it shapes the cookie a proxy writes, and a
-/// client writes none.
+/// is off; YARP does not validate it, so its bad values are only warnings here (errors in strict
+/// mode). Its `Cookie` subsection is accepted and not read: it shapes the cookie a proxy writes,
+/// and a client writes none.
 pub(crate) fn read_session_affinity(
     r: &mut Reader<'_, '_>,
     cluster: &Node,
@@ -63,7 +63,8 @@ pub(crate) fn read_session_affinity(
     )
     .unwrap_or_default();
     let mut affinity = SessionAffinityConfig::new(policy).failure_policy(failure_policy);
-    // YARP refuses an enabled section without a key name; there is no default to fall back on.
+    // YARP refuses an enabled section without a key name, so a document must give one (the
+    // builder's default is for code).
     if is_unset(node, "AffinityKeyName") {
         if enabled {
             r.diags.error(

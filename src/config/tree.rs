@@ -286,9 +286,7 @@ impl Reader<'_, '_> {
             }
         }
     }
-}
 
-impl Reader<'_, '_> {
     /// Warns about every key of `node` (at `prefix`) that none of `known` lists: the sections
     /// healthpick adds to YARP's have no keys of other tools, so an unknown one is ignored and
     /// probably misspelt.
