@@ -10,7 +10,8 @@ use std::time::Duration;
 use clap::Args;
 use healthpick::config::{
     check, check_section, CheckReport, ClusterConfig, Config, DestinationConfig, DiscoveryConfig,
-    DnsRecord, GuardMode, HealthPolicyOptions, Metadata, SourceConfig,
+    DnsRecord, GuardMode, HealthPolicyOptions, LoadSignalsConfig, Metadata, SessionAffinityConfig,
+    SlowStartConfig, SourceConfig, TierSpillConfig,
 };
 use healthpick::{Diagnostic, PolicyRegistry};
 use serde::ser::{Serialize, SerializeMap, Serializer};
@@ -35,12 +36,14 @@ Output (stdout):
   --json   one JSON object: valid, errors, warnings, the section read, the resolved
            HealthPolicies and the effective configuration of every cluster with all
            defaults resolved (intervals, timeouts, thresholds, canonical policy names,
-           outlier detection, HttpClient, HttpRequest, metadata, discovery, and each
-           destination's tier, weight, metadata and probe URI)
+           outlier detection, HttpClient, HttpRequest, metadata, discovery, session
+           affinity, load signals, tier spill, slow start, and each destination's tier,
+           weight, metadata and probe URI)
   --print-config
            when the file is valid, the configuration as a YARP JSON document: every
            setting it holds (health checks, policies, HttpClient, HttpRequest, metadata,
-           destinations, discovery sources and tokens, locality tiers, HealthPolicies),
+           destinations, discovery sources and tokens, locality tiers, SessionAffinity,
+           LoadSignals, TierSpill, SlowStart, HealthPolicies),
            PascalCase keys, TimeSpans as hh:mm:ss[.fffffff], canonical policy names;
            defaults not written in the file stay unwritten. It loads again (with
            `healthpick check` or Config::from_json) to the same configuration. Problems
@@ -276,6 +279,14 @@ struct JsonCluster<'a> {
     sources: Vec<JsonSource>,
     /// The locality-to-tier mapping, when on.
     locality_tiers: Option<serde_json::Value>,
+    /// `SessionAffinity`, when enabled.
+    session_affinity: Option<JsonSessionAffinity<'a>>,
+    /// `LoadSignals` in force (the defaults when the file has none).
+    load_signals: JsonLoadSignals,
+    /// `TierSpill` in force (`Strict` when the file has none).
+    tier_spill: JsonTierSpill,
+    /// `SlowStart`, when on.
+    slow_start: Option<JsonSlowStart>,
     /// Metadata `HealthCheck.SuspectRanking` (healthpick extension).
     suspect_ranking: bool,
     /// Metadata `HealthCheck.ResetPassiveOnRecovery` (healthpick extension).
@@ -287,6 +298,50 @@ struct JsonCluster<'a> {
     /// The cluster metadata as given.
     metadata: Ordered<&'a str>,
     destinations: Ordered<JsonDestination<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSessionAffinity<'a> {
+    policy: &'static str,
+    failure_policy: &'static str,
+    affinity_key_name: &'a str,
+    /// Where a request's key is read: `cookie` or `header` (named by `affinityKeyName`).
+    key_from: &'static str,
+    balance_factor: f64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLoadSignals {
+    decay_time_ms: u64,
+    default_rtt_ms: u64,
+    load_reports: JsonLoadReports,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLoadReports {
+    enabled: bool,
+    blackout_ms: u64,
+    expiration_ms: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonTierSpill {
+    mode: &'static str,
+    upper_mark: f64,
+    lower_mark: f64,
+    dwell_ms: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSlowStart {
+    window_ms: u64,
+    aggression: f64,
+    min_weight_percent: f64,
 }
 
 #[derive(serde::Serialize)]
@@ -465,6 +520,10 @@ fn effective_cluster<'a>(
                 "tiers": t.named_tiers(),
             })
         }),
+        session_affinity: cluster.session_affinity_setting().map(effective_affinity),
+        load_signals: effective_load_signals(cluster.load_signals_setting()),
+        tier_spill: effective_tier_spill(cluster.tier_spill_setting()),
+        slow_start: cluster.slow_start_setting().map(effective_slow_start),
         suspect_ranking: cluster.suspect_ranking(),
         reset_passive_on_recovery: cluster.reset_passive_on_recovery(),
         outlier_detection: JsonOutlierDetection {
@@ -492,6 +551,51 @@ fn effective_cluster<'a>(
                 .iter()
                 .map(|d| (d.id().to_string(), effective_destination(cluster, d))),
         ),
+    }
+}
+
+fn effective_affinity(affinity: &SessionAffinityConfig) -> JsonSessionAffinity<'_> {
+    let policy = affinity.policy_setting();
+    JsonSessionAffinity {
+        policy: policy.name(),
+        failure_policy: affinity.failure_policy_setting().name(),
+        affinity_key_name: affinity.affinity_key_name_setting(),
+        key_from: if policy.reads_cookie() {
+            "cookie"
+        } else {
+            "header"
+        },
+        balance_factor: affinity.balance_factor_setting(),
+    }
+}
+
+fn effective_load_signals(signals: &LoadSignalsConfig) -> JsonLoadSignals {
+    let reports = signals.load_reports_setting();
+    JsonLoadSignals {
+        decay_time_ms: millis(signals.decay_time_setting()),
+        default_rtt_ms: millis(signals.default_rtt_setting()),
+        load_reports: JsonLoadReports {
+            enabled: reports.enabled_setting(),
+            blackout_ms: millis(reports.blackout_setting()),
+            expiration_ms: millis(reports.expiration_setting()),
+        },
+    }
+}
+
+fn effective_tier_spill(spill: &TierSpillConfig) -> JsonTierSpill {
+    JsonTierSpill {
+        mode: spill.mode_setting().name(),
+        upper_mark: spill.upper_mark_setting(),
+        lower_mark: spill.lower_mark_setting(),
+        dwell_ms: millis(spill.dwell_setting()),
+    }
+}
+
+fn effective_slow_start(slow_start: &SlowStartConfig) -> JsonSlowStart {
+    JsonSlowStart {
+        window_ms: millis(slow_start.window_setting()),
+        aggression: slow_start.aggression_setting(),
+        min_weight_percent: slow_start.min_weight_percent_setting(),
     }
 }
 

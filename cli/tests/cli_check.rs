@@ -295,6 +295,14 @@ fn json_resolves_every_default_of_the_valid_file() {
         "no discovery sources"
     );
     assert_eq!(orders["localityTiers"], Value::Null);
+    // YARP's SessionAffinity applies, its defaults filled in.
+    assert_eq!(
+        orders["sessionAffinity"],
+        serde_json::json!({
+            "policy": "Cookie", "failurePolicy": "Redistribute",
+            "affinityKeyName": ".Yarp.Affinity", "keyFrom": "cookie", "balanceFactor": 1.25
+        })
+    );
     let dests = orders["destinations"].as_object().unwrap();
     assert_eq!(dests.len(), 3);
     assert_eq!(
@@ -351,6 +359,76 @@ fn json_resolves_every_default_of_the_valid_file() {
     assert_eq!(
         catalog["destinations"]["catalog-1"]["probeUri"],
         "https://localhost/"
+    );
+    // The traffic-shaping settings in force without any section.
+    assert_eq!(catalog["sessionAffinity"], Value::Null);
+    assert_eq!(
+        catalog["loadSignals"],
+        serde_json::json!({
+            "decayTimeMs": 10000, "defaultRttMs": 30,
+            "loadReports": { "enabled": true, "blackoutMs": 10000, "expirationMs": 180000 }
+        })
+    );
+    assert_eq!(
+        catalog["tierSpill"],
+        serde_json::json!({ "mode": "Strict", "upperMark": 1.5, "lowerMark": 1.2, "dwellMs": 5000 })
+    );
+    assert_eq!(catalog["slowStart"], Value::Null);
+}
+
+/// `check --json` shows each traffic-shaping section resolved: names in their documented
+/// spelling, every value in force with the defaults the file leaves out.
+#[test]
+fn json_resolves_the_traffic_shaping_sections() {
+    let path = scratch_file(
+        "cli_check_traffic.json",
+        br#"{ "Clusters": { "carts": {
+            "SessionAffinity": { "enabled": "true", "policy": "customheader", "AffinityKeyName": "X-Cart",
+                                 "FailurePolicy": "return503error", "BalanceFactor": 2 },
+            "LoadSignals": { "DefaultRtt": "00:00:00.050", "LoadReports": { "Enabled": false } },
+            "TierSpill": { "Mode": "load", "UpperMark": 2 },
+            "SlowStart": { "Window": "00:00:30" },
+            "Destinations": { "a": { "Address": "http://10.0.0.1/" } } } } }"#,
+    );
+    let (status, v) = check_json(path.to_str().unwrap(), &["--strict"]);
+    assert_eq!(status, 0, "{v:#}");
+    let carts = &v["clusters"]["carts"];
+    assert_eq!(
+        carts["sessionAffinity"],
+        serde_json::json!({
+            "policy": "CustomHeader", "failurePolicy": "Return503Error",
+            "affinityKeyName": "X-Cart", "keyFrom": "header", "balanceFactor": 2.0
+        })
+    );
+    assert_eq!(
+        carts["loadSignals"],
+        serde_json::json!({
+            "decayTimeMs": 10000, "defaultRttMs": 50,
+            "loadReports": { "enabled": false, "blackoutMs": 10000, "expirationMs": 180000 }
+        })
+    );
+    assert_eq!(
+        carts["tierSpill"],
+        serde_json::json!({ "mode": "Load", "upperMark": 2.0, "lowerMark": 1.2, "dwellMs": 5000 })
+    );
+    assert_eq!(
+        carts["slowStart"],
+        serde_json::json!({ "windowMs": 30000, "aggression": 1.0, "minWeightPercent": 10.0 })
+    );
+
+    // A bad value is an error naming cluster, key path and value, in both outputs.
+    let bad = scratch_file(
+        "cli_check_traffic_bad.json",
+        br#"{ "Clusters": { "carts": { "TierSpill": { "LowerMark": 0.5 },
+            "Destinations": { "a": { "Address": "http://10.0.0.1/" } } } } }"#,
+    );
+    let (status, v) = check_json(bad.to_str().unwrap(), &[]);
+    assert_eq!(status, 1);
+    assert_eq!(paths(&v["errors"]), ["Clusters:carts:TierSpill:LowerMark"]);
+    let message = v["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("cluster `carts`: LowerMark `0.5`"),
+        "{message}"
     );
 }
 

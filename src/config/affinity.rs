@@ -20,6 +20,24 @@ pub enum AffinityPolicy {
 }
 
 impl AffinityPolicy {
+    /// Every policy, in the order the documentation lists them.
+    pub const ALL: [AffinityPolicy; 4] = [
+        AffinityPolicy::HashCookie,
+        AffinityPolicy::ArrCookie,
+        AffinityPolicy::Cookie,
+        AffinityPolicy::CustomHeader,
+    ];
+
+    /// Its name in a configuration document (`HashCookie`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AffinityPolicy::CustomHeader => "CustomHeader",
+            AffinityPolicy::Cookie => "Cookie",
+            AffinityPolicy::HashCookie => "HashCookie",
+            AffinityPolicy::ArrCookie => "ArrCookie",
+        }
+    }
+
     /// Whether the key is a cookie (else a header).
     pub fn reads_cookie(self) -> bool {
         !matches!(self, AffinityPolicy::CustomHeader)
@@ -36,6 +54,22 @@ pub enum AffinityFailurePolicy {
     /// The pick fails ([`PickError::AffinityUnavailable`](crate::PickError::AffinityUnavailable),
     /// a 503 for the caller).
     Return503Error,
+}
+
+impl AffinityFailurePolicy {
+    /// Both policies, the default first.
+    pub const ALL: [AffinityFailurePolicy; 2] = [
+        AffinityFailurePolicy::Redistribute,
+        AffinityFailurePolicy::Return503Error,
+    ];
+
+    /// Its name in a configuration document (`Redistribute`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AffinityFailurePolicy::Redistribute => "Redistribute",
+            AffinityFailurePolicy::Return503Error => "Return503Error",
+        }
+    }
 }
 
 /// `SessionAffinity`: requests with the same key go to the same destination of the best group,

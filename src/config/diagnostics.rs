@@ -116,13 +116,16 @@ impl Diagnostics {
 
     /// Adds an error, or a warning when the setting is not in force (a disabled check).
     pub fn problem(&mut self, in_force: bool, path: String, message: String) {
+        self.problem_unless_off(in_force, path, message, "the check is disabled");
+    }
+
+    /// Adds an error, or, when the setting is not in force, a warning that says why it is
+    /// ignored (`off`: "SessionAffinity is disabled").
+    pub fn problem_unless_off(&mut self, in_force: bool, path: String, message: String, off: &str) {
         if in_force {
             self.error(path, message);
         } else {
-            self.warning(
-                path,
-                format!("{message} (ignored while the check is disabled)"),
-            );
+            self.warning(path, format!("{message} (ignored while {off})"));
         }
     }
 

@@ -19,6 +19,7 @@ pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod read;
 pub(crate) mod read_discovery;
+pub(crate) mod read_traffic;
 pub(crate) mod source_consul;
 pub(crate) mod source_etcd;
 pub(crate) mod source_kubernetes;
@@ -26,6 +27,7 @@ pub mod timespan;
 pub(crate) mod traffic;
 pub(crate) mod tree;
 pub(crate) mod validate;
+pub(crate) mod validate_traffic;
 #[cfg(feature = "serde")]
 pub(crate) mod yarp_serde;
 

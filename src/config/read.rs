@@ -11,6 +11,9 @@ use super::model::{
     PassiveHealthCheckConfig,
 };
 use super::read_discovery::{read_discovery, read_locality_tiers};
+use super::read_traffic::{
+    read_load_signals, read_session_affinity, read_slow_start, read_tier_spill,
+};
 use super::tree::{check_duplicate_keys, did_you_mean, misspelt, Node, Reader};
 use crate::jsonc::{self, Json, JsonKind};
 
@@ -28,6 +31,9 @@ const CLUSTER_KEYS: &[&str] = &[
     "Destinations",
     "Discovery",
     "LocalityTiers",
+    "LoadSignals",
+    "TierSpill",
+    "SlowStart",
 ];
 const HEALTH_CHECK_KEYS: &[&str] = &["AvailableDestinationsPolicy", "Active", "Passive"];
 const ACTIVE_KEYS: &[&str] = &["Enabled", "Interval", "Timeout", "Policy", "Path", "Query"];
@@ -356,6 +362,7 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     }
     r.misspelt_keys(body, "", CLUSTER_KEYS);
     cluster.load_balancing_policy = r.text(body, "", "LoadBalancingPolicy");
+    cluster.session_affinity = read_session_affinity(&mut r, body);
     cluster.metadata = r.metadata(body, "");
     if let Some(metadata @ Node::Object(_)) = body.get("Metadata") {
         r.misspelt_keys(metadata, "Metadata", CLUSTER_METADATA_KEYS);
@@ -390,6 +397,9 @@ fn read_cluster(id: &str, body: &Node, section: &str, diags: &mut Diagnostics) -
     }
     cluster.discovery = read_discovery(&mut r, body);
     cluster.locality_tiers = read_locality_tiers(&mut r, body);
+    cluster.load_signals = read_load_signals(&mut r, body);
+    cluster.tier_spill = read_tier_spill(&mut r, body);
+    cluster.slow_start = read_slow_start(&mut r, body);
     // Duplicate destination ids are reported by validation, which names the cluster.
     let destinations = match body.get("Destinations") {
         Some(node @ Node::Object(_)) => Some(node),

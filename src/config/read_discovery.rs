@@ -15,7 +15,7 @@ use super::metadata::parse_number;
 use super::source_consul::ConsulSourceConfig;
 use super::source_etcd::EtcdSourceConfig;
 use super::source_kubernetes::KubernetesSourceConfig;
-use super::tree::{did_you_mean, join, misspelt, Node, Reader};
+use super::tree::{join, Node, Reader};
 use crate::ids::eq_ignore_case;
 
 /// The source types a `Discovery` section may name.
@@ -99,10 +99,10 @@ fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<Discover
         return None;
     };
     let source = if eq_ignore_case(kind.trim(), "Dns") {
-        warn_unknown_keys(r, node, at, &[COMMON_KEYS, DNS_KEYS]);
+        r.unknown_keys(node, at, &[COMMON_KEYS, DNS_KEYS]);
         read_dns(r, node, at).map(SourceConfig::Dns)
     } else if eq_ignore_case(kind.trim(), "ResolveDestinations") {
-        warn_unknown_keys(r, node, at, &[COMMON_KEYS, RESOLVE_KEYS]);
+        r.unknown_keys(node, at, &[COMMON_KEYS, RESOLVE_KEYS]);
         Some(SourceConfig::ResolveDestinations(
             ResolveDestinationsConfig {
                 servers: servers(r, node, at),
@@ -112,13 +112,13 @@ fn read_source(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Option<Discover
             },
         ))
     } else if eq_ignore_case(kind.trim(), "Etcd") {
-        warn_unknown_keys(r, node, at, &[COMMON_KEYS, ETCD_KEYS]);
+        r.unknown_keys(node, at, &[COMMON_KEYS, ETCD_KEYS]);
         read_etcd(r, node, at).map(SourceConfig::Etcd)
     } else if eq_ignore_case(kind.trim(), "Consul") {
-        warn_unknown_keys(r, node, at, &[COMMON_KEYS, CONSUL_KEYS]);
+        r.unknown_keys(node, at, &[COMMON_KEYS, CONSUL_KEYS]);
         read_consul(r, node, at).map(SourceConfig::Consul)
     } else if eq_ignore_case(kind.trim(), "Kubernetes") {
-        warn_unknown_keys(r, node, at, &[COMMON_KEYS, KUBERNETES_KEYS]);
+        r.unknown_keys(node, at, &[COMMON_KEYS, KUBERNETES_KEYS]);
         read_kubernetes(r, node, at).map(SourceConfig::Kubernetes)
     } else {
         r.diags.error(
@@ -518,7 +518,7 @@ fn servers(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> Vec<SocketAddr> {
 }
 
 fn read_guard(r: &mut Reader<'_, '_>, node: &Node, at: &str) -> GuardPolicy {
-    warn_unknown_keys(r, node, at, &[GUARD_KEYS]);
+    r.unknown_keys(node, at, &[GUARD_KEYS]);
     let mut guard = GuardPolicy::default();
     match r.text(node, at, "Policy") {
         None => {}
@@ -563,7 +563,7 @@ fn share(r: &mut Reader<'_, '_>, node: &Node, at: &str, key: &str) -> Option<f64
 pub(crate) fn read_locality_tiers(r: &mut Reader<'_, '_>, cluster: &Node) -> Option<LocalityTiers> {
     const AT: &str = "LocalityTiers";
     let node = r.object(cluster, "", AT)?;
-    warn_unknown_keys(r, node, AT, &[LOCALITY_KEYS]);
+    r.unknown_keys(node, AT, &[LOCALITY_KEYS]);
     if r.bool(node, AT, "Enabled") == Some(false) {
         return None;
     }
@@ -581,26 +581,4 @@ pub(crate) fn read_locality_tiers(r: &mut Reader<'_, '_>, cluster: &Node) -> Opt
         }
     }
     Some(tiers)
-}
-
-/// A key none of `known` lists is a warning: it is ignored, and probably misspelt.
-fn warn_unknown_keys(r: &mut Reader<'_, '_>, node: &Node, at: &str, known: &[&[&str]]) {
-    for (key, _) in node.entries() {
-        if !known
-            .iter()
-            .flat_map(|k| k.iter())
-            .any(|k| eq_ignore_case(k, key))
-        {
-            let expected: Vec<&str> = known.iter().flat_map(|k| k.iter().copied()).collect();
-            let message = match misspelt(key, &expected) {
-                Some(meant) => did_you_mean(key, meant),
-                None => format!(
-                    "`{key}` is not a key of this section and is ignored (known: {})",
-                    expected.join(", ")
-                ),
-            };
-            r.diags
-                .warning(r.place.path(&join(at, key)), r.place.message(message));
-        }
-    }
 }

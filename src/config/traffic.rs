@@ -105,14 +105,14 @@ impl LoadReportsConfig {
         self
     }
 
-    /// `BlackoutPeriod`: how long after a destination's first report (or its first after an
+    /// `Blackout`: how long after a destination's first report (or its first after an
     /// expiry) its reports begin to count. Default 10 s.
     pub fn blackout(mut self, blackout: Duration) -> Self {
         self.blackout = blackout;
         self
     }
 
-    /// `ExpirationPeriod`: how long a report counts without a new one. Default 3 min.
+    /// `Expiration`: how long a report counts without a new one. Default 3 min.
     pub fn expiration(mut self, expiration: Duration) -> Self {
         self.expiration = expiration;
         self
@@ -143,6 +143,19 @@ pub enum SpillMode {
     Strict,
     /// The next tier also takes the share the preferred tier cannot serve without queueing.
     Load,
+}
+
+impl SpillMode {
+    /// Both modes, the default first.
+    pub const ALL: [SpillMode; 2] = [SpillMode::Strict, SpillMode::Load];
+
+    /// Its name in a configuration document (`Strict`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SpillMode::Strict => "Strict",
+            SpillMode::Load => "Load",
+        }
+    }
 }
 
 /// `TierSpill`: local first without overload. Under `Load`, the preferred tier (the best tier

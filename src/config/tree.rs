@@ -163,6 +163,35 @@ impl Reader<'_, '_> {
         }
     }
 
+    /// A TimeSpan of zero or more; a negative one is an error.
+    pub fn non_negative_duration(
+        &mut self,
+        node: &Node,
+        prefix: &str,
+        key: &str,
+    ) -> Option<Duration> {
+        let text = self.text(node, prefix, key)?;
+        let path = self.place.path(&join(prefix, key));
+        match parse_timespan(&text) {
+            Ok(span) => {
+                let duration = span.to_duration();
+                if duration.is_none() {
+                    self.diags.error(
+                        path,
+                        self.place
+                            .message(format!("{key} `{text}` must not be negative")),
+                    );
+                }
+                duration
+            }
+            Err(e) => {
+                self.diags
+                    .error(path, self.place.message(format!("{key} {e}")));
+                None
+            }
+        }
+    }
+
     pub fn integer(&mut self, node: &Node, prefix: &str, key: &str, what: &str) -> Option<u32> {
         let text = self.text(node, prefix, key)?;
         let trimmed = text.trim();
@@ -256,6 +285,42 @@ impl Reader<'_, '_> {
                 );
             }
         }
+    }
+
+    /// Warns about every key of `node` (at `prefix`) that none of `known` lists: the sections
+    /// healthpick adds to YARP's have no keys of other tools, so an unknown one is ignored and
+    /// probably misspelt.
+    pub fn unknown_keys(&mut self, node: &Node, prefix: &str, known: &[&[&str]]) {
+        for (key, _) in node.entries() {
+            if !known
+                .iter()
+                .flat_map(|k| k.iter())
+                .any(|k| eq_ignore_case(k, key))
+            {
+                let expected: Vec<&str> = known.iter().flat_map(|k| k.iter().copied()).collect();
+                let message = match misspelt(key, &expected) {
+                    Some(meant) => did_you_mean(key, meant),
+                    None => format!(
+                        "`{key}` is not a key of this section and is ignored (known: {})",
+                        expected.join(", ")
+                    ),
+                };
+                self.diags.warning(
+                    self.place.path(&join(prefix, key)),
+                    self.place.message(message),
+                );
+            }
+        }
+    }
+}
+
+/// Whether `key` is absent from `node` or says "not set" (null, an empty value or an empty
+/// object), as .NET configuration reads it.
+pub(crate) fn is_unset(node: &Node, key: &str) -> bool {
+    match node.get(key) {
+        None | Some(Node::Null) => true,
+        Some(Node::Value(v)) => v.is_empty(),
+        Some(Node::Object(entries)) => entries.is_empty(),
     }
 }
 

@@ -20,6 +20,7 @@ use super::metadata::{
 };
 use super::model::OutlierDetectionOptions;
 use super::model::{ClusterConfig, Config, DestinationConfig, HealthPolicyOptions};
+use super::validate_traffic::validate_traffic;
 use crate::ids::fold_case;
 use crate::uri::{parse_base, shown};
 
@@ -172,6 +173,7 @@ fn validate_cluster(
     }
 
     validate_outlier_detection(cluster, place, diags);
+    validate_traffic(cluster, place, diags);
 
     let mut seen = HashMap::with_capacity(cluster.destinations.len());
     for dest in &cluster.destinations {
@@ -387,6 +389,11 @@ fn validate_destination(dest: &DestinationConfig, place: Place<'_>, diags: &mut 
 const KEY_ORDER: &[&str] = &[
     "",
     "LoadBalancingPolicy",
+    "SessionAffinity:Enabled",
+    "SessionAffinity:Policy",
+    "SessionAffinity:FailurePolicy",
+    "SessionAffinity:AffinityKeyName",
+    "SessionAffinity",
     "HealthCheck:AvailableDestinationsPolicy",
     "HealthCheck:Active:Enabled",
     "HealthCheck:Active:Interval",
@@ -399,6 +406,16 @@ const KEY_ORDER: &[&str] = &[
     "HealthCheck:Passive:ReactivationPeriod",
     "HttpClient",
     "HttpRequest",
+    "LoadSignals:DecayTime",
+    "LoadSignals:DefaultRtt",
+    "LoadSignals",
+    "TierSpill:Mode",
+    "TierSpill:UpperMark",
+    "TierSpill:LowerMark",
+    "TierSpill",
+    "SlowStart:Window",
+    "SlowStart:Aggression",
+    "SlowStart",
     "Address",
     "Health",
     "Host",

@@ -12,7 +12,9 @@
 //!
 //! Writing gives back what the model holds, in the shape YARP documents: PascalCase keys,
 //! TimeSpans as `[d.]hh:mm:ss[.fffffff]`, policy names in their registered spelling
-//! ([`PolicyRegistry::canonical`]), defaults left out where the model has none of its own. Reading
+//! ([`PolicyRegistry::canonical`]), defaults left out where the model has none of its own, and
+//! healthpick's own sections (`LoadSignals`, `TierSpill`, `SlowStart`, and `SessionAffinity`'s
+//! `BalanceFactor`) only with the keys that differ from their defaults. Reading
 //! that document again gives an equal `Config`: `Config::from_json(&serde_json::to_string(&c)?)`
 //! is `PolicyRegistry::default().canonical(&c)` for every configuration that was read from a
 //! document. (A configuration built in code round-trips too, except for what a document cannot
@@ -25,7 +27,7 @@
 //! | [`HealthPolicyOptions`] | a `HealthPolicies` section | through the section's reader |
 //! | [`TimeSpan`] | .NET's "c" format | [`parse_timespan`] (`"00:00:10"`, `"15s"`) |
 //! | [`Metadata`] | a map of texts | a map of scalars, kept as text, keys unique case-insensitively |
-//! | [`ClusterConfig`], [`DestinationConfig`], [`HealthCheckConfig`], [`ActiveHealthCheckConfig`], [`PassiveHealthCheckConfig`], [`DiscoveryConfig`], [`LocalityTiers`] | their section of the document | — (a cluster's or destination's id is its key in the enclosing section, and ids and policy names are validated across the whole document: deserialize a [`Config`]) |
+//! | [`ClusterConfig`], [`DestinationConfig`], [`HealthCheckConfig`], [`ActiveHealthCheckConfig`], [`PassiveHealthCheckConfig`], [`DiscoveryConfig`], [`LocalityTiers`], [`SessionAffinityConfig`], [`LoadSignalsConfig`], [`LoadReportsConfig`], [`TierSpillConfig`], [`SlowStartConfig`] | their section of the document | — (a cluster's or destination's id is its key in the enclosing section, and ids and policy names are validated across the whole document: deserialize a [`Config`]) |
 
 use std::fmt;
 use std::time::Duration;
@@ -33,6 +35,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{self, Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use super::affinity::SessionAffinityConfig;
 use super::check::check_value;
 use super::diagnostics::{ConfigError, Diagnostic, Diagnostics, Severity};
 use super::discovery::{DiscoveryConfig, DnsRecord, GuardMode, LocalityTiers, SourceConfig};
@@ -43,6 +46,7 @@ use super::model::{
 };
 use super::read::read_health_policies;
 use super::timespan::{parse_timespan, TimeSpan};
+use super::traffic::{LoadReportsConfig, LoadSignalsConfig, SlowStartConfig, TierSpillConfig};
 use super::tree::Node;
 use crate::ids::fold_case;
 use crate::jsonc::{Json, JsonKind};
@@ -445,6 +449,9 @@ impl Serialize for ClusterBody<'_> {
         if let Some(name) = &c.load_balancing_policy {
             map.serialize_entry("LoadBalancingPolicy", name)?;
         }
+        if let Some(affinity) = &c.session_affinity {
+            map.serialize_entry("SessionAffinity", affinity)?;
+        }
         map.serialize_entry("HealthCheck", &c.health_check)?;
         if c.dangerous_accept_any_server_certificate || c.max_connections_per_server.is_some() {
             map.serialize_entry("HttpClient", &HttpClient(c))?;
@@ -462,6 +469,15 @@ impl Serialize for ClusterBody<'_> {
         }
         if let Some(tiers) = &c.locality_tiers {
             map.serialize_entry("LocalityTiers", tiers)?;
+        }
+        if c.load_signals != LoadSignalsConfig::default() {
+            map.serialize_entry("LoadSignals", &c.load_signals)?;
+        }
+        if c.tier_spill != TierSpillConfig::default() {
+            map.serialize_entry("TierSpill", &c.tier_spill)?;
+        }
+        if let Some(slow_start) = &c.slow_start {
+            map.serialize_entry("SlowStart", slow_start)?;
         }
         map.serialize_entry("Destinations", &Destinations(&c.destinations))?;
         map.end()
@@ -775,6 +791,116 @@ impl Serialize for LocalityTiers {
         }
         if !self.tiers.is_empty() {
             map.serialize_entry("Tiers", &self.tiers)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl Serialize for SessionAffinityConfig {
+    /// Writes a cluster's `SessionAffinity` section: `Enabled: true`, `Policy`, `FailurePolicy`
+    /// and `AffinityKeyName` (YARP requires it), and `BalanceFactor` when it is not the default.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("Enabled", &true)?;
+        map.serialize_entry("Policy", self.policy.name())?;
+        map.serialize_entry("FailurePolicy", self.failure_policy.name())?;
+        map.serialize_entry("AffinityKeyName", &self.affinity_key_name)?;
+        if self.balance_factor != SessionAffinityConfig::new(self.policy).balance_factor {
+            map.serialize_entry(
+                "BalanceFactor",
+                &finite::<S::Error>("SessionAffinity:BalanceFactor", self.balance_factor)?,
+            )?;
+        }
+        map.end()
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl Serialize for LoadSignalsConfig {
+    /// Writes a cluster's `LoadSignals` section: the keys that differ from their defaults.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let defaults = LoadSignalsConfig::default();
+        let mut map = serializer.serialize_map(None)?;
+        if self.decay_time != defaults.decay_time {
+            map.serialize_entry("DecayTime", &span(self.decay_time))?;
+        }
+        if self.default_rtt != defaults.default_rtt {
+            map.serialize_entry("DefaultRtt", &span(self.default_rtt))?;
+        }
+        if self.load_reports != defaults.load_reports {
+            map.serialize_entry("LoadReports", &self.load_reports)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl Serialize for LoadReportsConfig {
+    /// Writes `LoadSignals:LoadReports`: the keys that differ from their defaults.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let defaults = LoadReportsConfig::default();
+        let mut map = serializer.serialize_map(None)?;
+        if self.enabled != defaults.enabled {
+            map.serialize_entry("Enabled", &self.enabled)?;
+        }
+        if self.blackout != defaults.blackout {
+            map.serialize_entry("Blackout", &span(self.blackout))?;
+        }
+        if self.expiration != defaults.expiration {
+            map.serialize_entry("Expiration", &span(self.expiration))?;
+        }
+        map.end()
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl Serialize for TierSpillConfig {
+    /// Writes a cluster's `TierSpill` section: the keys that differ from their defaults.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let defaults = TierSpillConfig::default();
+        let mut map = serializer.serialize_map(None)?;
+        if self.mode != defaults.mode {
+            map.serialize_entry("Mode", self.mode.name())?;
+        }
+        if self.upper_mark != defaults.upper_mark {
+            map.serialize_entry(
+                "UpperMark",
+                &finite::<S::Error>("TierSpill:UpperMark", self.upper_mark)?,
+            )?;
+        }
+        if self.lower_mark != defaults.lower_mark {
+            map.serialize_entry(
+                "LowerMark",
+                &finite::<S::Error>("TierSpill:LowerMark", self.lower_mark)?,
+            )?;
+        }
+        if self.dwell != defaults.dwell {
+            map.serialize_entry("Dwell", &span(self.dwell))?;
+        }
+        map.end()
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl Serialize for SlowStartConfig {
+    /// Writes a cluster's `SlowStart` section: `Window`, and `Aggression` and
+    /// `MinWeightPercent` when they differ from their defaults.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let defaults = SlowStartConfig::new(self.window);
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("Window", &span(self.window))?;
+        if self.aggression != defaults.aggression {
+            map.serialize_entry(
+                "Aggression",
+                &finite::<S::Error>("SlowStart:Aggression", self.aggression)?,
+            )?;
+        }
+        if self.min_weight_percent != defaults.min_weight_percent {
+            map.serialize_entry(
+                "MinWeightPercent",
+                &finite::<S::Error>("SlowStart:MinWeightPercent", self.min_weight_percent)?,
+            )?;
         }
         map.end()
     }

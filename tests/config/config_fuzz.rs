@@ -430,7 +430,10 @@ const SLOTS: &[(&str, &str)] = &[
     ),
     ("⟪CLUSTER_ID⟫", r#""payments""#),
     ("⟪LB⟫", r#""RoundRobin""#),
-    ("⟪AFFINITY⟫", r#"{ "Enabled": true, "Policy": "Cookie" }"#),
+    (
+        "⟪AFFINITY⟫",
+        r#"{ "Enabled": true, "Policy": "Cookie", "AffinityKeyName": "session" }"#,
+    ),
     ("⟪AVAILABLE⟫", r#""HealthyOrPanic""#),
     ("⟪A_ENABLED⟫", "true"),
     ("⟪A_INTERVAL⟫", r#""00:00:05""#),

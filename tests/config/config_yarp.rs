@@ -169,6 +169,20 @@ fn gateway_appsettings_is_read_exactly() {
     assert_eq!(passive.policy_name(), "TransportFailureRate");
     assert_eq!(passive.reactivation_period_setting(), secs(120));
 
+    // SessionAffinity applies (its Cookie subsection is the proxy's, read past silently).
+    let affinity = payments
+        .session_affinity_setting()
+        .expect("SessionAffinity is enabled");
+    assert_eq!(affinity.policy_setting(), config::AffinityPolicy::Cookie);
+    assert_eq!(
+        affinity.failure_policy_setting(),
+        config::AffinityFailurePolicy::Redistribute
+    );
+    assert_eq!(affinity.affinity_key_name_setting(), ".Yarp.Affinity");
+    assert!(cluster(&config, "catalog")
+        .session_affinity_setting()
+        .is_none());
+
     // "MetaData" casing; JSON numbers become their text.
     let md = payments.metadata_map();
     assert_eq!(md.len(), 3);
@@ -820,7 +834,7 @@ fn unknown_keys_are_ignored() {
         "SomethingNew": { "Whatever": [ 1, 2, { "x": null } ] },
         "Clusters": { "c": {
           "Comment": "owned by team x",
-          "SessionAffinity": { "Enabled": "true", "Policy": "HashCookie" },
+          "SessionAffinity": { "Enabled": "true", "Policy": "HashCookie", "AffinityKeyName": "s" },
           "HttpClient": { "SslProtocols": [ "Tls12" ], "RequestHeaderEncoding": "utf-8", "ResponseHeaderEncoding": "utf-8" },
           "HttpRequest": { "ActivityTimeout": "00:00:30", "VersionPolicy": "RequestVersionExact" },
           "HealthCheck": {
