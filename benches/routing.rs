@@ -179,16 +179,16 @@ const ENGINE_ARMS: ArmList = &[
         true,
     ),
     ("Random", r#"{"LoadBalancingPolicy": "Random"}"#, true),
-    ("PeakEwma", r#"{"LoadBalancingPolicy": "PeakEwma"}"#, false),
+    ("PeakEwma", r#"{"LoadBalancingPolicy": "PeakEwma"}"#, true),
 ];
 
 /// The extra engine arms of `tier_spill`.
 const TIER_SPILL_ARMS: ArmList = &[
-    ("P2C+TierSpill", r#"{"TierSpill": {"Mode": "Load"}}"#, false),
+    ("P2C+TierSpill", r#"{"TierSpill": {"Mode": "Load"}}"#, true),
     (
         "PeakEwma+TierSpill",
         r#"{"LoadBalancingPolicy": "PeakEwma", "TierSpill": {"Mode": "Load"}}"#,
-        false,
+        true,
     ),
 ];
 
@@ -197,12 +197,12 @@ const SLOW_START_ARMS: ArmList = &[
     (
         "P2C+SlowStart",
         r#"{"SlowStart": {"Window": "00:00:20"}}"#,
-        false,
+        true,
     ),
     (
         "PeakEwma+SlowStart",
         r#"{"LoadBalancingPolicy": "PeakEwma", "SlowStart": {"Window": "00:00:20"}}"#,
-        false,
+        true,
     ),
 ];
 

@@ -20,15 +20,19 @@
 //! (latency samples of the preferred tier in a log-scaled histogram, completions of the next
 //! tier) and the requests in flight to both tiers:
 //!
-//! - **Above the upper mark** the share of the next tier rises at once to what the measured
-//!   rates say is needed: the preferred tier serves `X` requests a second (saturated, that is
-//!   its capacity) and holds `N` in flight; the picks it should keep are 85% of `X`, less what
-//!   drains its queue (`N - X x baseline`, Little's law) within a second; the rest of the
-//!   cluster's arrival rate spills. At least 5 points more each window while the tier stays
-//!   above the mark. The preferred tier always keeps a tenth of the picks, so that its latency
-//!   stays measured.
-//! - **Below the lower mark** for the dwell time, the share is withdrawn by 10 points a second
-//!   while the tier stays below it; between the marks it holds, and the dwell starts over.
+//! - **Above the upper mark** the tier is saturated: what it serves a second (`X`) is its
+//!   capacity, remembered. The share rises at once to what the measured rates say is needed:
+//!   the preferred tier keeps 85% of its capacity, less what drains its queue (`N - X x
+//!   baseline` requests beyond what its baseline explains, Little's law) within a quarter of a
+//!   second, and the rest of the cluster's arrival rate spills. While its queue still grows the
+//!   share rises by at least 5 points a window. The preferred tier always keeps a tenth of the
+//!   picks, so that its latency stays measured.
+//! - **Not overloaded while spilling**, the share comes down by 10 points a second toward what
+//!   the capacity needs (85% of it), so that a tier past its peak takes its traffic back; what it
+//!   serves then raises the remembered capacity. Spill goes on (with at least 1% of the picks)
+//!   until the tier has stayed below the lower mark for the dwell time; then the share comes
+//!   down to nothing and spill stops. A load that swings faster than the dwell time makes spill
+//!   start once and follow it, rather than start and stop with every swing.
 //! - **A slower release is not a load**: a tier still above the upper mark with the share at its
 //!   maximum for the dwell time is slow, not loaded: its baseline is reset to what it shows.
 //!
@@ -58,14 +62,18 @@ const LONGEST_WINDOW: Duration = Duration::from_millis(500);
 /// The share of its measured throughput the preferred tier keeps when it spills.
 const KEEP_UTILIZATION: f64 = 0.85;
 
-/// How fast a spilled queue should drain.
-const DRAIN_WITHIN: f64 = 1.0;
+/// How fast a spilled queue should drain, in seconds.
+const DRAIN_WITHIN: f64 = 0.25;
 
 /// The least the share rises by in a window above the upper mark.
 const STEP_UP: f64 = 0.05;
 
-/// How fast the share is withdrawn once the dwell time has passed, per second.
-const WITHDRAW_PER_SECOND: f64 = 0.1;
+/// How fast the share comes down toward what the preferred tier's capacity needs, per second.
+const TRIM_PER_SECOND: f64 = 0.1;
+
+/// The least share kept while spilling, until the preferred tier has had room for the dwell
+/// time: spill stops only then.
+const MIN_SHARE: f64 = 0.01;
 
 /// The most of the picks that spill: the preferred tier keeps the rest, to stay measured.
 const MAX_SHARE: f64 = 0.9;
@@ -105,6 +113,8 @@ struct Controller {
     calm_since: Option<Duration>,
     /// Since when the share has been at its maximum with the tier still overloaded.
     saturated_since: Option<Duration>,
+    /// What the preferred tier serves a second when saturated, as measured while overloaded.
+    capacity: Option<f64>,
     share: f64,
     /// The latency ratio of the last window judged.
     ratio: Option<f64>,
@@ -165,6 +175,7 @@ impl SpillState {
                 baseline: None,
                 calm_since: None,
                 saturated_since: None,
+                capacity: None,
                 share: 0.0,
                 ratio: None,
             }),
@@ -270,10 +281,23 @@ impl Controller {
                 baseline + (median - baseline) * pull
             });
         }
+        let rates = self.window.rates(seconds, in_flight, baseline);
         if ratio > rules.upper_mark_setting() {
             self.calm_since = None;
-            let needed = self.needed_share(seconds, in_flight, baseline);
-            self.share = (self.share + STEP_UP).max(needed).min(MAX_SHARE);
+            // Saturated: what the tier serves now is what it can serve.
+            let capacity = match self.capacity {
+                Some(known) => (known + rates.served) / 2.0,
+                None => rates.served,
+            };
+            self.capacity = Some(capacity);
+            let needed = rates.needed(capacity, true);
+            let growing = in_flight.preferred > self.window.in_flight_at_start.0;
+            let least = if growing {
+                self.share + STEP_UP
+            } else {
+                self.share
+            };
+            self.share = least.max(needed).min(MAX_SHARE);
             if self.share >= MAX_SHARE {
                 let since = *self.saturated_since.get_or_insert(now);
                 if now.saturating_sub(since) >= rules.dwell_setting() {
@@ -282,38 +306,80 @@ impl Controller {
                     self.saturated_since = None;
                 }
             }
-        } else if ratio < rules.lower_mark_setting() && self.share > 0.0 {
+        } else if self.share > 0.0 {
             self.saturated_since = None;
-            let since = *self.calm_since.get_or_insert(now);
-            if now.saturating_sub(since) >= rules.dwell_setting() {
-                self.share = (self.share - WITHDRAW_PER_SECOND * seconds).max(0.0);
+            // Not overloaded while spilling: what it serves now, it can serve.
+            let capacity = self.capacity.map_or(rates.served, |c| c.max(rates.served));
+            self.capacity = Some(capacity);
+            if ratio < rules.lower_mark_setting() {
+                self.calm_since.get_or_insert(now);
+            } else {
+                self.calm_since = None;
             }
-        } else {
-            self.calm_since = None;
-            self.saturated_since = None;
+            let settled = self
+                .calm_since
+                .is_some_and(|since| now.saturating_sub(since) >= rules.dwell_setting());
+            // Come down gently toward what the tier's capacity needs while it is not
+            // overloaded; to nothing once it has had room for the dwell time (its capacity is
+            // then more than was measured).
+            let (target, floor) = if settled {
+                (0.0, 0.0)
+            } else {
+                (rates.needed(capacity, false), MIN_SHARE.min(self.share))
+            };
+            if self.share > target {
+                let trimmed = self.share - TRIM_PER_SECOND * seconds;
+                self.share = trimmed.max(target).max(floor);
+            }
         }
     }
+}
 
-    /// The share of the cluster's picks that must spill for the preferred tier to keep 85% of
-    /// its throughput and drain its queue within a second.
-    fn needed_share(&self, seconds: f64, in_flight: InFlight, baseline_micros: f64) -> f64 {
-        let window = &self.window;
-        let served = f64::from(window.total) / seconds;
-        let grew = |now: usize, then: usize| (now as f64 - then as f64) / seconds;
-        let preferred_rate = served + grew(in_flight.preferred, window.in_flight_at_start.0);
-        let next_rate = f64::from(window.spilled_done) / seconds
-            + grew(in_flight.next, window.in_flight_at_start.1);
-        let arriving = (preferred_rate + next_rate).max(served);
-        if arriving <= 0.0 {
+/// What a window's counts say about the rates of the preferred tier.
+struct Rates {
+    /// Requests it completed a second.
+    served: f64,
+    /// Requests a second the whole cluster received (both tiers).
+    arriving: f64,
+    /// Requests queued at the preferred tier beyond what its baseline latency explains.
+    queue: f64,
+}
+
+impl Rates {
+    /// The share of the cluster's picks that must spill for the preferred tier, able to serve
+    /// `capacity` a second, to run at 85% of it (and, with `drain`, to drain its queue within a
+    /// quarter of a second).
+    fn needed(&self, capacity: f64, drain: bool) -> f64 {
+        if self.arriving <= 0.0 {
             return 0.0;
         }
-        let queue = (in_flight.preferred as f64 - served * baseline_micros / 1e6).max(0.0);
-        let keep = (KEEP_UTILIZATION * served - queue / DRAIN_WITHIN).max(0.0);
-        (1.0 - keep / arriving).clamp(0.0, 1.0)
+        let drained = if drain {
+            self.queue / DRAIN_WITHIN
+        } else {
+            0.0
+        };
+        let keep = (KEEP_UTILIZATION * capacity - drained).max(0.0);
+        (1.0 - keep / self.arriving).clamp(0.0, 1.0)
     }
 }
 
 impl Window {
+    /// The rates over this window of `seconds`, with `in_flight` at its end and the preferred
+    /// tier's baseline latency in microseconds: arrivals are completions plus the growth of
+    /// what is in flight (Little's law for the queue).
+    fn rates(&self, seconds: f64, in_flight: InFlight, baseline_micros: f64) -> Rates {
+        let served = f64::from(self.total) / seconds;
+        let grew = |now: usize, then: usize| (now as f64 - then as f64) / seconds;
+        let preferred = served + grew(in_flight.preferred, self.in_flight_at_start.0);
+        let next = f64::from(self.spilled_done) / seconds
+            + grew(in_flight.next, self.in_flight_at_start.1);
+        Rates {
+            served,
+            arriving: (preferred + next).max(served),
+            queue: (in_flight.preferred as f64 - served * baseline_micros / 1e6).max(0.0),
+        }
+    }
+
     fn new(now: Duration, in_flight: InFlight) -> Self {
         Window {
             started: now,
@@ -410,8 +476,9 @@ mod tests {
         assert_eq!(bucket(Duration::ZERO), 1);
     }
 
-    /// Feeds `per_tick` samples of `latency` each tick for `ticks` ticks from `start`, with
-    /// `in_flight`, and returns the changes.
+    /// Runs `ticks` ticks from `start` in which `per_tick` requests complete, split between the
+    /// tiers by the share: those of tier 0 in `latency`, with `in_flight` at each tick; returns
+    /// the changes.
     fn run(
         state: &SpillState,
         start: Duration,
@@ -423,8 +490,12 @@ mod tests {
     ) -> Vec<(Duration, SpillChange)> {
         let mut changes = Vec::new();
         for k in 1..=ticks {
-            for _ in 0..per_tick {
+            let spilled = (f64::from(per_tick) * state.reading().share).round() as u32;
+            for _ in 0..per_tick - spilled {
                 state.record(0, latency);
+            }
+            for _ in 0..spilled {
+                state.record(1, ms(15));
             }
             let now = start + TICK * k;
             if let Some(change) = state.tick(now, in_flight, rules) {
@@ -439,8 +510,8 @@ mod tests {
     }
 
     /// Steady latency never spills; a tier whose median latency jumps past the upper mark
-    /// spills within one window; once it is back under the lower mark for the dwell time the
-    /// share is withdrawn at 10 points a second, and spill stops.
+    /// spills within one window; once it has room again the share comes down but spill goes on
+    /// until the tier has been below the lower mark for the dwell time, then stops.
     #[test]
     fn spill_starts_on_a_queue_and_stops_after_the_dwell() {
         let rules = load_rules();
@@ -462,21 +533,24 @@ mod tests {
         };
         let changes = run(&state, t, 1, 20, ms(30), loaded, &rules);
         assert!(matches!(changes[..], [(_, SpillChange::Started { share })] if share > 0.3));
-        // Calm again: the share holds for the dwell time, then falls to nothing within
-        // share / 0.1 seconds.
-        let t = t + TICK;
-        let share = state.reading().share;
-        let changes = run(&state, t, 4 * 40, 20, ms(10), idle, &rules);
-        assert!(changes.is_empty());
-        assert!(
-            state.reading().share > share - 0.01,
-            "held through the dwell"
+        // Room again: for the dwell time the share comes down but spill goes on.
+        let calm_from = t + TICK;
+        let changes = run(&state, calm_from, 4 * 40, 20, ms(10), idle, &rules);
+        assert!(changes.is_empty(), "{changes:?}");
+        assert!(state.reading().share >= MIN_SHARE);
+        let changes = run(
+            &state,
+            calm_from + TICK * 160,
+            16 * 40,
+            20,
+            ms(10),
+            idle,
+            &rules,
         );
-        let changes = run(&state, t + TICK * 160, 40 * 20, 20, ms(10), idle, &rules);
-        assert!(
-            matches!(changes[..], [(_, SpillChange::Stopped)]),
-            "{changes:?}"
-        );
+        match changes[..] {
+            [(at, SpillChange::Stopped)] => assert!(at - calm_from >= rules.dwell_setting()),
+            _ => panic!("{changes:?}"),
+        }
         assert_eq!(state.reading().share, 0.0);
     }
 
@@ -505,7 +579,7 @@ mod tests {
             },
             &rules,
         );
-        let expected = 1.0 - (0.85 * 800.0 - 10.0) / 1200.0;
+        let expected = 1.0 - (0.85 * 800.0 - 10.0 / 0.25) / 1200.0;
         let share = state.reading().share;
         assert!(
             (share - expected).abs() < 0.02,
