@@ -11,6 +11,11 @@
 //! read; the attempt's deadline still bounds reading the body (it is set as the request's
 //! reqwest timeout).
 //!
+//! Like the wrapped client, it picks by the request's affinity key when the cluster has
+//! `SessionAffinity` (an [`AffinityKey`] extension, else the header or cookie the cluster's
+//! `AffinityKeyName` names), and records the load each destination reports in an
+//! `endpoint-load-metrics` response header.
+//!
 //! # Errors
 //!
 //! For a routed URL, every error healthpick itself returns is
@@ -36,13 +41,14 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderValue, HOST, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, HOST};
 use reqwest_middleware::{Middleware, Next};
 use tokio::time::Instant;
 
+use crate::client::affinity::call_key;
 use crate::client::drive::{drive, End, Failure, Reply};
 use crate::client::error::{AttemptError, ClientError};
-use crate::client::failover::{CallOptions, CallPolicy, Failover};
+use crate::client::failover::{report_answer, CallOptions, CallPolicy, Failover};
 use crate::client::hedging::Hedging;
 use crate::client::request::{attempt_failures, transport_failure};
 use crate::client::retry::{is_idempotent, Budgets, FailureKind, RetryPolicy};
@@ -57,7 +63,7 @@ use crate::uri::request_url;
 /// How much later than an attempt's deadline reqwest's own timeout of the attempt fires.
 const BODY_SLACK: Duration = Duration::from_millis(5);
 
-pub use crate::client::extensions::{CallTimeout, NoHedging, Retryable};
+pub use crate::client::extensions::{AffinityKey, CallTimeout, NoHedging, Retryable};
 
 /// Routes `http://<cluster-id>/path` through the engine.
 ///
@@ -195,8 +201,8 @@ impl Reply for Answered {
         self.0.status().as_u16()
     }
 
-    fn retry_after(&self) -> bool {
-        self.0.headers().contains_key(RETRY_AFTER)
+    fn headers(&self) -> &HeaderMap {
+        self.0.headers()
     }
 }
 
@@ -255,7 +261,11 @@ impl Middleware for HealthPickMiddleware {
             call_timeout: extensions.get::<CallTimeout>().map(|t| t.0),
             hedging,
         };
-        let (mut failover, pick) = Failover::start(&self.engine, &self.calls, &cluster, options)
+        let explicit = extensions.get::<AffinityKey>().map(|key| key.0.clone());
+        let (mut failover, pick) =
+            Failover::start(&self.engine, &self.calls, &cluster, options, |affinity| {
+                call_key(explicit, affinity, Some(req.headers()))
+            })
             .await
             .map_err(|e| middleware_error(ClientError::from(e)))?;
         failover.request_method(req.method().as_str());
@@ -307,9 +317,8 @@ impl Middleware for HealthPickMiddleware {
                 if !answer.reported {
                     // The middleware hands back a plain response: the destination leaves the
                     // in-flight count now.
-                    answer
-                        .pick
-                        .report(RequestOutcome::Status(response.status().as_u16()));
+                    let outcome = RequestOutcome::Status(response.status().as_u16());
+                    report_answer(&answer.pick, outcome, answer.started);
                 }
                 Ok(response)
             }

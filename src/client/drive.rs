@@ -1,8 +1,9 @@
 //! Driving one call through the failover step: send an attempt, bound it by
 //! its deadline, hand how it ended to [`Failover`], and send the next one where it says; with
-//! hedging, keep a second attempt in flight and let the first answer win. The wrapped client and
-//! the middleware each say how to send an attempt and read what came back ([`Reply`],
-//! [`Failure`]); the rest is this one loop.
+//! hedging, keep a second attempt in flight and let the first answer win. Every response's load
+//! report (`endpoint-load-metrics`) goes to its destination here, whatever becomes of the
+//! response. The wrapped client, the middleware and the tower layer each say how to send an
+//! attempt and read what came back ([`Reply`], [`Failure`]); the rest is this one loop.
 //!
 //! A call without hedging runs the plain loop, one attempt at a time, with nothing boxed; a call
 //! that may hedge runs the racing loop, boxed, so the plain call's future stays small.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
 use tokio::time::{Instant, Sleep};
 use tracing::Instrument;
 
@@ -22,13 +24,39 @@ use super::retry::FailureKind;
 use super::span::{CallSpan, Resend};
 use crate::destination::Destination;
 use crate::engine::fast_path::PickHandle;
+use crate::health::load_report;
 
 /// A response as the driver reads it.
 pub(crate) trait Reply: Send {
     /// Its status.
     fn status(&self) -> u16;
+    /// Its headers.
+    fn headers(&self) -> &HeaderMap;
     /// Whether it carries `Retry-After` (asked only of retryable statuses).
-    fn retry_after(&self) -> bool;
+    fn retry_after(&self) -> bool {
+        self.headers().contains_key(RETRY_AFTER)
+    }
+}
+
+/// The header servers report their load in.
+static LOAD_METRICS: HeaderName = HeaderName::from_static(load_report::HEADER);
+
+/// Hands the load report `response` carries, if any, to the destination of `attempt`, before
+/// anything else happens to either: a report counts whether the response is the call's answer
+/// or a status the call goes on from. A value that is not text is ignored, as a malformed one
+/// is: a server's load report never fails a call.
+#[inline]
+fn read_load_report<R: Reply>(attempt: &Attempt, response: &R) {
+    if let Some(value) = response.headers().get(&LOAD_METRICS) {
+        match value.to_str() {
+            Ok(value) => attempt.report_load(value),
+            Err(_) => tracing::debug!(
+                target: "healthpick",
+                destination = %attempt.destination().id(),
+                "load report ignored: not text"
+            ),
+        }
+    }
 }
 
 /// An attempt's failure before any response, as the driver reads it.
@@ -64,6 +92,9 @@ pub(crate) struct Answer<R> {
     /// Whether its outcome was reported already (a retryable status kept while the call went
     /// on, then returned because nothing else answered).
     pub reported: bool,
+    /// When its attempt started: its outcome, reported later, carries the time since then
+    /// ([`report_answer`](super::failover::report_answer)).
+    pub started: Instant,
     /// When reading the rest of the response must be done by.
     pub deadline: Option<Instant>,
     /// The attempt's timer, still registered for that deadline: reading the body goes on
@@ -147,6 +178,7 @@ where
         };
         let step = match result {
             Ok(Ok(response)) => {
+                read_load_report(&attempt, &response);
                 let status = response.status();
                 if !failover.retries_status(status) || response.retry_after() {
                     failover.answered();
@@ -223,10 +255,12 @@ enum Step<R> {
 
 #[inline]
 fn answer<R>(attempt: Attempt, response: R, deadline: Option<Instant>) -> Answer<R> {
+    let (pick, started) = attempt.into_timed_pick();
     Answer {
         response,
-        pick: attempt.into_pick(),
+        pick,
         reported: false,
+        started,
         deadline,
         timer: None,
     }
@@ -258,6 +292,7 @@ fn on_status<R, E>(
         failover.answered();
         return Step::Answer(answer(attempt, response, deadline));
     }
+    let started = attempt.started();
     let pick = attempt.answered(status);
     failures.push(Failed {
         destination,
@@ -269,6 +304,7 @@ fn on_status<R, E>(
             response,
             pick,
             reported: true,
+            started,
             deadline,
             timer: None,
         },
@@ -491,6 +527,7 @@ where
         let other_in_flight = slots[1 - i].is_some();
         let step = match result {
             Ok(Ok(response)) => {
+                read_load_report(&running.attempt, &response);
                 let status = response.status();
                 if !failover.retries_status(status) || response.retry_after() {
                     failover.record_latency(running.started.elapsed());

@@ -131,7 +131,9 @@ impl std::error::Error for AttemptError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// Nothing was sent: the cluster is unknown or has no destination that may receive traffic.
+    /// Nothing was sent: the cluster is unknown, has no destination that may receive traffic,
+    /// or (under `SessionAffinity` with `FailurePolicy: Return503Error`) the destination of the
+    /// request's affinity key is unavailable.
     #[error(transparent)]
     Pick(#[from] PickError),
     /// No attempt gave an answer: each failed before a response (connect failures and
@@ -257,6 +259,23 @@ impl ClientError {
     /// True when nothing was sent because no cluster has the id asked for.
     pub fn is_unknown_cluster(&self) -> bool {
         matches!(self, ClientError::Pick(e) if e.is_unknown_cluster())
+    }
+
+    /// True when nothing was sent because the destination of the request's affinity key is
+    /// unavailable and the cluster's `SessionAffinity` says `FailurePolicy: Return503Error`:
+    /// what a proxy answers with 503 Service Unavailable.
+    ///
+    /// ```no_run
+    /// # async fn run(client: healthpick::HealthAwareClient) {
+    /// match client.get("carts", "/api/cart").affinity_key("user-4711").send().await {
+    ///     Ok(response) => println!("{}", response.status()),
+    ///     Err(err) if err.is_affinity_unavailable() => eprintln!("the user's server is down"),
+    ///     Err(err) => eprintln!("{err}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn is_affinity_unavailable(&self) -> bool {
+        matches!(self, ClientError::Pick(e) if e.is_affinity_unavailable())
     }
 
     /// True when the call ran out of time: its last attempt timed out, or its body was not

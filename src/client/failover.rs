@@ -1,27 +1,31 @@
 //! The failover step, the one place that decides, attempt by attempt, where a
 //! call goes and how long it may take: the first destination (waiting for the cluster's first
-//! probe round when due, at most until the call's deadline); each attempt's deadline; after an
-//! attempt that failed or was answered with a retryable status, whether the call goes on and to
-//! which destination (never one already tried; connect failures and statuses stay in the tier,
-//! other failures leave it), within the attempt count, the deadline and the cluster's retry
-//! budget; whether and where a slow attempt is hedged; and the tokens given back once the call
-//! is answered.
+//! probe round when due, at most until the call's deadline; keyed by the call's affinity key
+//! when it has one); each attempt's deadline; after an attempt that failed or was answered with
+//! a retryable status, whether the call goes on and to which destination (never one already
+//! tried; connect failures and statuses stay in the tier, other failures leave it; a keyed call
+//! goes to its key's next choice), within the attempt count, the deadline and the cluster's
+//! retry budget; whether and where a slow attempt is hedged; and the tokens given back once the
+//! call is answered.
 //!
 //! It knows nothing of reqwest: attempts end as a [`FailureKind`] or a status. The wrapped
-//! client and the middleware drive it through `drive.rs`, so they behave alike, and so will any
-//! other integration.
+//! client, the middleware and the tower layer drive it through `drive.rs`, so they behave
+//! alike, and so will any other integration.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::budget::share_amount;
 use super::hedging::{HedgeDelay, Hedging, Latencies};
 use super::retry::{AttemptCount, Budgets, ClusterBudget, FailureKind};
 use super::timeouts::Timeouts;
+use crate::config::affinity::SessionAffinityConfig;
 use crate::destination::Destination;
 use crate::engine::fast_path::PickHandle;
+use crate::engine::pick::CallPick;
 use crate::engine::Engine;
 use crate::error::PickError;
 use crate::health::outcome::RequestOutcome;
@@ -64,6 +68,9 @@ pub(crate) struct Failover<'a> {
     first_start: Instant,
     first_taken: bool,
     hedging: Option<Hedging>,
+    /// The call's affinity key, when it has one: its retries and hedges go to the key's next
+    /// choices.
+    key: Option<Bytes>,
     /// What only a call that failed over or hedged needs, made on its first failure or hedge:
     /// a call whose first attempt answers carries one pointer.
     retry: Option<Box<RetryState>>,
@@ -96,18 +103,21 @@ fn later(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
 
 impl<'a> Failover<'a> {
     /// Starts a call of `cluster`: picks its first destination and counts the call in the
-    /// cluster's budget. Only the first calls of a cluster with active checks wait, for its first
-    /// probe round and never past the call's deadline; that rare wait is boxed, so every call's
-    /// future stays small.
+    /// cluster's budget. `key_of` reads the call's affinity key, given the cluster's
+    /// `SessionAffinity` (see [`Engine::pick_for_call_if_ready`]). Only the first calls of a
+    /// cluster with active checks wait, for its first probe round and never past the call's
+    /// deadline; that rare wait is boxed, so every call's future stays small.
     pub async fn start(
         engine: &'a Engine,
         calls: &'a CallPolicy,
         cluster: &'a str,
         options: CallOptions,
+        key_of: impl FnOnce(Option<&SessionAffinityConfig>) -> Option<Bytes>,
     ) -> Result<(Failover<'a>, PickHandle), PickError> {
         let begun = Instant::now();
         let deadline = later(begun, options.call_timeout.or(calls.timeouts.call));
-        let (pick, cluster_timeout, first_start) = match engine.pick_for_call_if_ready(cluster) {
+        let CallPick { key, picked } = engine.pick_for_call_if_ready(cluster, key_of);
+        let (pick, cluster_timeout, first_start) = match picked {
             Some(pick) => {
                 let (pick, timeout) = pick?;
                 (pick, timeout, begun)
@@ -116,6 +126,7 @@ impl<'a> Failover<'a> {
                 let pick = Box::pin(warm_pick(
                     engine,
                     cluster,
+                    key.as_deref(),
                     deadline,
                     options.attempt_timeout,
                 ))
@@ -150,6 +161,7 @@ impl<'a> Failover<'a> {
             first_start,
             first_taken: false,
             hedging,
+            key,
             retry: None,
             #[cfg(feature = "metrics")]
             meter,
@@ -235,7 +247,8 @@ impl<'a> Failover<'a> {
     }
 
     /// The destination to try next, if an untried one is left and the budget allows a retry:
-    /// after a failure that leaves its tier, one of another tier while any is available.
+    /// after a failure that leaves its tier, one of another tier while any is available; for a
+    /// keyed call, the key's next choice there.
     #[cold]
     #[inline(never)]
     pub fn next(&mut self) -> Option<PickHandle> {
@@ -243,7 +256,12 @@ impl<'a> Failover<'a> {
         // Pick before withdrawing, so that a call with no destination left spends no token.
         let next = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, None, &state.tried, &state.leave_tiers)
+            .pick_endpoint_for_retry(
+                self.cluster,
+                self.key.as_deref(),
+                &state.tried,
+                &state.leave_tiers,
+            )
             .ok()?;
         if !self.calls.budgets.withdraw(self.cluster) {
             tracing::debug!(target: "healthpick", cluster = %self.cluster, "retry budget exhausted");
@@ -283,7 +301,7 @@ impl<'a> Failover<'a> {
     }
 
     /// Another destination for a hedge of the attempt running on `running`, if one is left and
-    /// both the hedge cap and the retry budget allow it.
+    /// both the hedge cap and the retry budget allow it; for a keyed call, the key's next choice.
     #[cold]
     #[inline(never)]
     pub fn hedge(&mut self, running: &Destination) -> Option<PickHandle> {
@@ -292,7 +310,12 @@ impl<'a> Failover<'a> {
         state.remember(running);
         let pick = self
             .engine
-            .pick_endpoint_for_retry(self.cluster, None, &state.tried, &state.leave_tiers)
+            .pick_endpoint_for_retry(
+                self.cluster,
+                self.key.as_deref(),
+                &state.tried,
+                &state.leave_tiers,
+            )
             .ok()?;
         let cluster = self.cluster;
         if !budget.hedges.withdraw() {
@@ -484,10 +507,12 @@ fn latencies(budget: &ClusterBudget) -> &Latencies {
 
 /// The first pick of a cluster whose warm-up is running: waits for it (at most the probe
 /// timeout), but never past the call's deadline nor longer than the request's own attempt
-/// timeout when it set one; then it picks as well as the probes finished so far allow.
+/// timeout when it set one; then it picks, by the call's affinity key when it has one, as well
+/// as the probes finished so far allow.
 async fn warm_pick(
     engine: &Engine,
     cluster: &str,
+    key: Option<&[u8]>,
     deadline: Option<Instant>,
     request_timeout: Option<Duration>,
 ) -> Result<PickHandle, PickError> {
@@ -495,12 +520,16 @@ async fn warm_pick(
         d.saturating_duration_since(Instant::now())
     });
     let max_wait = request_timeout.map_or(until_deadline, |t| t.min(until_deadline));
-    engine.pick_endpoint_ready_within(cluster, max_wait).await
+    engine
+        .pick_for_call_ready_within(cluster, key, max_wait)
+        .await
 }
 
 /// One attempt in flight: reports `Cancelled` (a success) if it is dropped before it
 /// ended: the caller dropped the call, or a hedge answered first. Every outcome it reports
-/// carries how long the attempt took, for the destination's latency estimate.
+/// carries how long the attempt took, for the destination's latency estimate, and so does the
+/// outcome of the attempt that answers ([`into_timed_pick`](Self::into_timed_pick)). A
+/// cancelled attempt's time is no sample: it says only that the answer would have taken longer.
 pub(crate) struct Attempt {
     pick: Option<PickHandle>,
     started: Instant,
@@ -530,6 +559,11 @@ impl Attempt {
         self.pick().destination_arc()
     }
 
+    /// When it started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// Ends the attempt without the cancellation report.
     fn end(mut self) -> PickHandle {
         self.pick
@@ -555,9 +589,18 @@ impl Attempt {
         pick.destination_arc()
     }
 
-    /// The pick, unreported: the caller reports once the response body is read.
-    pub fn into_pick(self) -> PickHandle {
-        self.end()
+    /// Hands the load the destination's server reported with its response (the value of an
+    /// `endpoint-load-metrics` header) to the destination's reported load. A malformed value
+    /// is ignored, with a debug log.
+    pub fn report_load(&self, header_value: &str) {
+        self.pick().report_load(header_value);
+    }
+
+    /// The pick, unreported, with when the attempt started: the caller reports once the
+    /// response body is read, with the time since then ([`report_answer`]).
+    pub fn into_timed_pick(self) -> (PickHandle, Instant) {
+        let started = self.started;
+        (self.end(), started)
     }
 }
 
@@ -567,4 +610,10 @@ impl Drop for Attempt {
             pick.report(RequestOutcome::Cancelled);
         }
     }
+}
+
+/// Reports the outcome of the attempt that answered a call, which started at `started`: with
+/// the time it took, for the destination's latency estimate, whatever the cluster's policy.
+pub(crate) fn report_answer(pick: &PickHandle, outcome: RequestOutcome, started: Instant) {
+    pick.report_took(outcome, started.elapsed());
 }

@@ -1,17 +1,19 @@
 //! The health-aware HTTP client: a wrapped `reqwest::Client` that picks the
-//! destination, reports every attempt's outcome to passive health checks, bounds every
-//! attempt and call by a timeout, retries a retryable request that failed before any response or
-//! was answered with a gateway status on another destination — the next best of the same tier,
-//! or the next tier after a failure past connecting — within a per-cluster retry budget, and
-//! hedges slow attempts when asked to.
+//! destination (by the request's affinity key when its cluster has `SessionAffinity`), reports
+//! every attempt's outcome, time and reported load, bounds every attempt and call by a timeout,
+//! retries a retryable request that failed before any response or was answered with a gateway
+//! status on another destination — the next best of the same tier, or the next tier after a
+//! failure past connecting, or a keyed request's next choice — within a per-cluster retry
+//! budget, and hedges slow attempts when asked to.
 //!
 //! | file | what it owns |
 //! |---|---|
 //! | `mod.rs` | [`HealthAwareClient`], its builder and constructors |
 //! | `request.rs` | [`RequestBuilder`] and how the client sends one attempt |
+//! | `affinity.rs` | a call's affinity key: the caller's, or the header or cookie its cluster names |
 //! | `response.rs` | [`Response`], which keeps the destination in flight until its body is read |
-//! | `failover.rs` | the failover step the client and the middleware share: every decision |
-//! | `drive.rs` | the loop that drives a call through the failover step, with or without a hedge |
+//! | `failover.rs` | the failover step the client, the middleware and the tower layer share: every decision |
+//! | `drive.rs` | the loop that drives a call through the failover step, with or without a hedge; load reports |
 //! | `call_timer.rs` | the one timer of a call and the spares a thread keeps of it |
 //! | `retry.rs` | [`RetryPolicy`], [`RetryStatuses`], attempt counting, the per-cluster budgets |
 //! | `budget.rs` | the lock-free windowed token budget retries and hedges spend |
@@ -19,6 +21,7 @@
 //! | `hedging.rs` | [`Hedging`] and the latency percentiles it can wait for |
 //! | `error.rs` | [`ClientError`], [`AttemptFailure`], [`AttemptError`] |
 
+pub(crate) mod affinity;
 pub(crate) mod budget;
 pub(crate) mod call_timer;
 pub(crate) mod drive;

@@ -1,14 +1,16 @@
 //! A call being built and sent: [`RequestBuilder`] mirrors `reqwest::RequestBuilder`; sending
-//! picks a destination, sends, reports the outcome and, through the failover step, retries
-//! elsewhere, hedges and times out as the client's settings and the request's own say.
+//! picks a destination (by the request's affinity key when its cluster has `SessionAffinity`),
+//! sends, reports the outcome and, through the failover step, retries elsewhere, hedges and
+//! times out as the client's settings and the request's own say.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use reqwest::Method;
 use tokio::time::Instant;
 
+use super::affinity::call_key;
 use super::drive::{drive, End, Failed, Failure, Reply, Why};
 use super::error::{AttemptError, AttemptFailure, ClientError};
 use super::failover::{CallOptions, Failover};
@@ -37,6 +39,7 @@ pub struct RequestBuilder {
     call_timeout: Option<Duration>,
     hedging: Option<Option<Hedging>>,
     retryable: Option<bool>,
+    affinity_key: Option<Bytes>,
     error: Option<ClientError>,
 }
 
@@ -58,6 +61,7 @@ impl RequestBuilder {
             call_timeout: None,
             hedging: None,
             retryable: None,
+            affinity_key: None,
             error: None,
         }
     }
@@ -159,13 +163,38 @@ impl RequestBuilder {
         self
     }
 
+    /// The request's affinity key (its bytes: a user, cart or tenant id): for a cluster with
+    /// `SessionAffinity`, requests with the same key go to the same destination, and a retry
+    /// goes to the key's next choice. It wins over the key the cluster's `AffinityKeyName`
+    /// names in the request's headers or cookies. Default: that key, when the request has one;
+    /// without any key the cluster's load-balancing policy picks. On a cluster without
+    /// `SessionAffinity` only a policy that reads keys uses it.
+    ///
+    /// ```no_run
+    /// # async fn run(client: healthpick::HealthAwareClient) -> Result<(), healthpick::ClientError> {
+    /// let user = 4711_u64;
+    /// let response = client
+    ///     .get("carts", "/api/cart")
+    ///     .affinity_key(user.to_be_bytes()) // every request of this user: the same destination
+    ///     .send()
+    ///     .await?;
+    /// # drop(response); Ok(()) }
+    /// ```
+    pub fn affinity_key(mut self, key: impl AsRef<[u8]>) -> Self {
+        self.affinity_key = Some(Bytes::copy_from_slice(key.as_ref()));
+        self
+    }
+
     /// Sends the request: picks a destination, sends, reports the outcome, and when the attempt
     /// failed before any response, timed out, or was answered with a retryable status (502,
     /// 503, 504), retries a retryable request on another destination, as the client's
-    /// [`RetryPolicy`](crate::RetryPolicy) allows; hedges when asked to.
+    /// [`RetryPolicy`](crate::RetryPolicy) allows; hedges when asked to. The load a
+    /// destination reports in an `endpoint-load-metrics` response header is recorded for it.
     ///
     /// # Errors
-    /// [`ClientError::Pick`] when nothing may be called,
+    /// [`ClientError::Pick`] when nothing may be called (no available destination; under
+    /// `SessionAffinity` with `FailurePolicy: Return503Error`, the key's destination is
+    /// unavailable: [`ClientError::is_affinity_unavailable`]),
     /// [`ClientError::Request`] with every attempt when none gave an answer,
     /// [`ClientError::Builder`] when the request could not be built.
     pub async fn send(self) -> Result<Response, ClientError> {
@@ -180,6 +209,7 @@ impl RequestBuilder {
             call_timeout,
             hedging,
             retryable,
+            affinity_key,
             error,
         } = self;
         if let Some(e) = error {
@@ -195,7 +225,10 @@ impl RequestBuilder {
             hedging,
         };
         let (mut failover, pick) =
-            Failover::start(&inner.engine, &inner.calls, cluster, options).await?;
+            Failover::start(&inner.engine, &inner.calls, cluster, options, |affinity| {
+                call_key(affinity_key, affinity, headers.as_ref())
+            })
+            .await?;
         failover.request_method(method.as_str());
         let mut exchange = ClientExchange {
             http: &inner.http,
@@ -208,14 +241,9 @@ impl RequestBuilder {
         let mut send =
             |destination: &Destination, _deadline: Option<Instant>| exchange.send(destination);
         match drive(&mut failover, pick, &mut send).await {
-            End::Answered(answer, failed) => Ok(Response::new(
-                answer.response,
-                answer.pick,
-                attempt_failures(failed, path),
-                answer.deadline,
-                answer.timer,
-                answer.reported,
-            )),
+            End::Answered(answer, failed) => {
+                Ok(Response::new(answer, attempt_failures(failed, path)))
+            }
             End::Failed(failed) => Err(ClientError::Request {
                 cluster: cluster.to_string(),
                 attempts: attempt_failures(failed, path),
@@ -280,8 +308,9 @@ impl Reply for reqwest::Response {
         reqwest::Response::status(self).as_u16()
     }
 
-    fn retry_after(&self) -> bool {
-        self.headers().contains_key(RETRY_AFTER)
+    #[inline]
+    fn headers(&self) -> &HeaderMap {
+        reqwest::Response::headers(self)
     }
 }
 

@@ -11,8 +11,9 @@ use reqwest::StatusCode;
 use tokio::time::Instant;
 
 use super::call_timer::CallTimer;
-use super::drive::{bounded, race, Elapsed};
+use super::drive::{bounded, race, Answer, Elapsed};
 use super::error::{AttemptFailure, ClientError};
+use super::failover::report_answer;
 use crate::destination::Destination;
 use crate::engine::fast_path::PickHandle;
 use crate::health::outcome::RequestOutcome;
@@ -30,6 +31,8 @@ pub struct Response {
     /// Whether the outcome was reported (by a consuming method, or before the response came
     /// back to the caller; otherwise `Drop` does it).
     reported: bool,
+    /// When the attempt that gave it started: the outcome carries the time since.
+    started: Instant,
     /// When the body must have been read.
     deadline: Option<Instant>,
     /// The call's timer, registered for that deadline, when the call had one.
@@ -41,21 +44,21 @@ pub struct Response {
 static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
 
 impl Response {
+    /// The response of `answer`, the call's answer; `failed_attempts`: the call's attempts
+    /// that did not give it.
     pub(crate) fn new(
-        inner: reqwest::Response,
-        pick: PickHandle,
+        answer: Answer<reqwest::Response>,
         failed_attempts: Vec<AttemptFailure>,
-        deadline: Option<Instant>,
-        timer: Option<CallTimer>,
-        reported: bool,
     ) -> Self {
+        let inner = answer.response;
         Response {
             status: inner.status(),
             inner: Some(inner),
-            pick,
-            reported,
-            deadline,
-            timer,
+            pick: answer.pick,
+            reported: answer.reported,
+            started: answer.started,
+            deadline: answer.deadline,
+            timer: answer.timer,
             failed_attempts,
         }
     }
@@ -193,11 +196,12 @@ impl Response {
     /// which every caller of this does right after.
     fn finish(&mut self, body_ok: bool) {
         if !std::mem::replace(&mut self.reported, true) {
-            self.pick.report(if body_ok {
+            let outcome = if body_ok {
                 RequestOutcome::Status(self.status.as_u16())
             } else {
                 RequestOutcome::TransportFailure
-            });
+            };
+            report_answer(&self.pick, outcome, self.started);
         }
     }
 

@@ -8,11 +8,21 @@ use std::time::Duration;
 use super::fast_path::{self, pick_from_group, with_pick, Miss, PickHandle, Picked, Picking};
 use super::Engine;
 use crate::cluster::snapshot::ClusterSnapshot;
+use crate::config::affinity::SessionAffinityConfig;
 use crate::destination::Destination;
 use crate::error::PickError;
 use crate::health::state::HealthClass;
 use crate::selection::balancing::Group;
 use crate::selection::group::best_group_excluding;
+
+/// A call's first pick, as [`Engine::pick_for_call_if_ready`] found it.
+pub(crate) struct CallPick<K> {
+    /// The call's affinity key, as the caller read it; `None` for a request without one, and
+    /// for an unknown cluster.
+    pub key: Option<K>,
+    /// The pick with the cluster's attempt timeout; `None` while the cluster's warm-up runs.
+    pub picked: Option<Result<(PickHandle, Option<Duration>), PickError>>,
+}
 
 /// The best group of a cluster with its summary status.
 #[derive(Debug, Clone)]
@@ -189,27 +199,53 @@ impl Engine {
     }
 
     /// [`pick_endpoint_if_ready`](Self::pick_endpoint_if_ready) for a call of the wrapped
-    /// client or the middleware, with the cluster's attempt timeout
-    /// (`HttpRequest:ActivityTimeout`) read from the same snapshot, so the call's settings cost
-    /// no second lookup.
+    /// client, the middleware or the tower layer, with the cluster's attempt timeout
+    /// (`HttpRequest:ActivityTimeout`) and its `SessionAffinity` read from the same snapshot, so
+    /// the call's settings cost no second lookup. `key_of` reads the call's affinity key from
+    /// its request, given the cluster's affinity (`None`: the cluster has none, and only a key
+    /// the caller gave explicitly counts); the pick is keyed by what it returns, and the key
+    /// comes back with the pick for the call's retries. It is not called for an unknown cluster.
+    /// A call without a key costs what an unkeyed pick costs.
     #[inline]
-    pub(crate) fn pick_for_call_if_ready(
+    pub(crate) fn pick_for_call_if_ready<K: AsRef<[u8]>>(
         &self,
         cluster: &str,
-    ) -> Option<Result<(PickHandle, Option<Duration>), PickError>> {
-        let picked = self.with_picking(cluster, |picking| match picking {
-            Some(picking) if picking.snapshot.warming => None,
+        key_of: impl FnOnce(Option<&SessionAffinityConfig>) -> Option<K>,
+    ) -> CallPick<K> {
+        let (key, picked) = self.with_picking(cluster, |picking| match picking {
             Some(picking) => {
-                let timeout = picking.snapshot.settings.activity_timeout;
-                Some(
-                    self.pick_from(Some(picking), None)
-                        .into_result()
-                        .map(|pick| (pick, timeout)),
-                )
+                let snapshot = picking.snapshot;
+                let key = key_of(snapshot.settings.config.session_affinity_setting());
+                if snapshot.warming {
+                    return (key, None);
+                }
+                let timeout = snapshot.settings.activity_timeout;
+                let picked = self
+                    .pick_from(Some(picking), key.as_ref().map(AsRef::as_ref))
+                    .into_result()
+                    .map(|pick| (pick, timeout));
+                (key, Some(picked))
             }
-            None => Some(Err(Miss::UnknownCluster)),
+            None => (None, Some(Err(Miss::UnknownCluster))),
         });
-        picked.map(|picked| picked.map_err(|miss| miss.error(cluster)))
+        CallPick {
+            key,
+            picked: picked.map(|picked| picked.map_err(|miss| miss.error(cluster))),
+        }
+    }
+
+    /// The first pick of a call whose cluster was warming up
+    /// ([`pick_for_call_if_ready`](Self::pick_for_call_if_ready) found no pick): as
+    /// [`pick_endpoint_ready_within`](Self::pick_endpoint_ready_within), keyed by the call's
+    /// affinity key.
+    pub(crate) async fn pick_for_call_ready_within(
+        &self,
+        cluster: &str,
+        key: Option<&[u8]>,
+        max_wait: Duration,
+    ) -> Result<PickHandle, PickError> {
+        self.wait_for_warm_up(cluster, max_wait).await;
+        self.pick(cluster, key)
     }
 
     /// The attempt timeout `cluster` sets for requests (`HttpRequest:ActivityTimeout`), if any;
@@ -260,7 +296,13 @@ impl Engine {
         if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
             return pick;
         }
-        // The cluster's warm-up is running: wait for it, at most the probe timeout.
+        self.wait_for_warm_up(cluster, max_wait).await;
+        self.pick_endpoint(cluster)
+    }
+
+    /// Waits for the warm-up of `cluster` while it runs, at most the probe timeout and at most
+    /// `max_wait`.
+    async fn wait_for_warm_up(&self, cluster: &str, max_wait: Duration) {
         if let Some(runtime) = self.core.table().get(cluster).cloned() {
             let timeout = runtime.cell.load().settings.probing.map(|p| p.timeout);
             if let Some(timeout) = timeout {
@@ -273,7 +315,6 @@ impl Engine {
                 }
             }
         }
-        self.pick_endpoint(cluster)
     }
 
     /// [`pick_endpoint`](Self::pick_endpoint) when no warm-up wait is due (the usual case);
@@ -357,6 +398,9 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    use super::CallPick;
+    use crate::config::affinity::{AffinityPolicy, SessionAffinityConfig};
+    use crate::config::model::{ClusterConfig, Config, DestinationConfig};
     use crate::engine::Engine;
 
     fn engine() -> Engine {
@@ -407,15 +451,63 @@ mod tests {
                 "plain": { "Destinations": { "d": { "Address": "http://127.0.0.1:8002/" } } } } }"#,
         )
         .expect("config");
-        let (_, timeout) = engine.pick_for_call_if_ready("SLOW").unwrap().unwrap();
+        let (_, timeout) = call_pick(&engine, "SLOW").picked.unwrap().unwrap();
         assert_eq!(timeout, Some(std::time::Duration::from_millis(2500)));
-        let (_, timeout) = engine.pick_for_call_if_ready("plain").unwrap().unwrap();
+        let (_, timeout) = call_pick(&engine, "plain").picked.unwrap().unwrap();
         assert_eq!(timeout, None);
         assert_eq!(
             engine.activity_timeout("slow"),
             Some(std::time::Duration::from_millis(2500))
         );
         assert_eq!(engine.activity_timeout("nope"), None);
-        assert!(engine.pick_for_call_if_ready("nope").unwrap().is_err());
+        assert!(call_pick(&engine, "nope").picked.unwrap().is_err());
+    }
+
+    fn call_pick(engine: &Engine, cluster: &str) -> CallPick<&'static [u8]> {
+        engine.pick_for_call_if_ready(cluster, |_| None)
+    }
+
+    /// A call's pick hands the cluster's affinity to the caller's key reader, picks with the
+    /// key it returns, and gives the key back; without affinity the reader sees none, and an
+    /// unknown cluster never asks it.
+    #[test]
+    fn a_call_pick_is_keyed_by_what_the_caller_reads_for_the_clusters_affinity() {
+        let mut cluster = ClusterConfig::new("c")
+            .session_affinity(SessionAffinityConfig::new(AffinityPolicy::CustomHeader));
+        for i in 0..8 {
+            let address = format!("http://127.0.0.1:{}/", 8000 + i);
+            cluster = cluster.destination(DestinationConfig::new(format!("d{i}"), address));
+        }
+        let plain = ClusterConfig::new("plain")
+            .destination(DestinationConfig::new("p", "http://127.0.0.1:9000/"));
+        let engine = Engine::builder()
+            .build_with(Config::new().cluster(cluster).cluster(plain))
+            .unwrap();
+        for key in ["k1", "k2", "k3", "k4"] {
+            // Picked and dropped: nothing in flight, so the load bound never refuses the home.
+            let keyed = engine.pick_endpoint_for_key("c", key).unwrap();
+            let home = keyed.destination().id().to_string();
+            drop(keyed);
+            let call = engine.pick_for_call_if_ready("c", |affinity| {
+                assert_eq!(
+                    affinity.map(|a| a.policy_setting()),
+                    Some(AffinityPolicy::CustomHeader)
+                );
+                Some(key.as_bytes())
+            });
+            assert_eq!(call.key, Some(key.as_bytes()));
+            let (pick, _) = call.picked.unwrap().unwrap();
+            assert_eq!(pick.destination().id(), home, "{key}");
+        }
+        let call = engine.pick_for_call_if_ready("plain", |affinity| {
+            assert!(affinity.is_none());
+            None::<&[u8]>
+        });
+        assert!(call.key.is_none() && call.picked.unwrap().is_ok());
+        let call = engine.pick_for_call_if_ready("nope", |_| -> Option<&[u8]> {
+            unreachable!("no cluster, no key")
+        });
+        assert!(call.key.is_none());
+        assert!(call.picked.unwrap().unwrap_err().is_unknown_cluster());
     }
 }

@@ -5,7 +5,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
 
+use crate::client::failover::report_answer;
 use crate::engine::fast_path::PickHandle;
 use crate::health::outcome::RequestOutcome;
 
@@ -26,8 +28,9 @@ pin_project_lite::pin_project! {
 /// The pick of a routed response and what to report for it when the body is done.
 #[derive(Debug)]
 struct Outcome {
-    /// Dropped (the destination leaves the in-flight count) when the body is done.
-    pick: Option<PickHandle>,
+    /// Dropped (the destination leaves the in-flight count) when the body is done; with when
+    /// the attempt that answered started (the outcome carries the time since).
+    pick: Option<(PickHandle, Instant)>,
     status: u16,
     /// Whether the outcome was reported already.
     reported: bool,
@@ -36,9 +39,9 @@ struct Outcome {
 impl Outcome {
     /// Reports `outcome` unless reported already, and ends the destination's in-flight count.
     fn finish(&mut self, outcome: RequestOutcome) {
-        if let Some(pick) = self.pick.take() {
+        if let Some((pick, started)) = self.pick.take() {
             if !self.reported {
-                pick.report(outcome);
+                report_answer(&pick, outcome, started);
             }
         }
     }
@@ -52,13 +55,19 @@ impl Drop for Outcome {
 }
 
 impl<B> ResponseBody<B> {
-    /// A routed response's body: `pick` answered with `status`; `reported` when the outcome was
-    /// reported already.
-    pub(crate) fn routed(inner: B, pick: PickHandle, status: u16, reported: bool) -> Self {
+    /// A routed response's body: `pick` answered with `status`, in an attempt that started at
+    /// `started`; `reported` when the outcome was reported already.
+    pub(crate) fn routed(
+        inner: B,
+        pick: PickHandle,
+        status: u16,
+        reported: bool,
+        started: Instant,
+    ) -> Self {
         ResponseBody {
             inner,
             outcome: Outcome {
-                pick: Some(pick),
+                pick: Some((pick, started)),
                 status,
                 reported,
             },
@@ -90,7 +99,11 @@ impl<B: std::fmt::Debug> std::fmt::Debug for ResponseBody<B> {
             .field("inner", &self.inner)
             .field(
                 "destination",
-                &self.outcome.pick.as_ref().map(|p| p.destination().id()),
+                &self
+                    .outcome
+                    .pick
+                    .as_ref()
+                    .map(|(p, _)| p.destination().id()),
             )
             .finish()
     }

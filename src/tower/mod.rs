@@ -15,7 +15,10 @@
 //!
 //! Per request, extensions change the defaults: [`Retryable`] (retry a request whose method is
 //! not idempotent), [`AttemptTimeout`], [`CallTimeout`], [`NoHedging`] or a
-//! [`Hedging`](crate::Hedging).
+//! [`Hedging`](crate::Hedging), and [`AffinityKey`]: for a cluster with `SessionAffinity`,
+//! requests with the same key go to the same destination (without the extension the key is the
+//! header or cookie the cluster's `AffinityKeyName` names, when the request has it). The load a
+//! destination reports in an `endpoint-load-metrics` response header is recorded for it.
 //!
 //! A retry sends the body again, so the layer must be able to copy it: with [`CloneBody`] (the
 //! default) bodies are cloned (`Full<Bytes>`, `String`, `Empty`); with [`NoReplay`] — for
@@ -72,7 +75,9 @@ mod discover;
 mod replay;
 mod service;
 
-pub use crate::client::extensions::{AttemptTimeout, CallTimeout, NoHedging, Retryable};
+pub use crate::client::extensions::{
+    AffinityKey, AttemptTimeout, CallTimeout, NoHedging, Retryable,
+};
 pub use body::ResponseBody;
 pub use discover::{Discovered, DiscoveredServices};
 pub use replay::{CloneBody, NoReplay, ReplayBody};

@@ -6,17 +6,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{HOST, RETRY_AFTER};
-use http::{HeaderValue, Request, Response, Uri};
+use http::header::HOST;
+use http::{HeaderMap, HeaderValue, Request, Response, Uri};
 use tokio::time::Instant;
 use tower::util::ServiceExt;
 use tower::{BoxError, Layer, Service};
 
 use super::body::ResponseBody;
 use super::replay::{CloneBody, NoReplay, ReplayBody};
+use crate::client::affinity::call_key;
 use crate::client::drive::{drive, End, Failure, Reply};
 use crate::client::error::{not_connected, AttemptError, ClientError};
-use crate::client::extensions::{AttemptTimeout, CallTimeout, NoHedging, Retryable};
+use crate::client::extensions::{AffinityKey, AttemptTimeout, CallTimeout, NoHedging, Retryable};
 use crate::client::failover::{CallOptions, CallPolicy, Failover};
 use crate::client::hedging::Hedging;
 use crate::client::request::attempt_failures;
@@ -209,8 +210,8 @@ impl<B: Send> Reply for Response<B> {
         Response::status(self).as_u16()
     }
 
-    fn retry_after(&self) -> bool {
-        self.headers().contains_key(RETRY_AFTER)
+    fn headers(&self) -> &HeaderMap {
+        Response::headers(self)
     }
 }
 
@@ -300,9 +301,19 @@ where
         call_timeout: parts.extensions.get::<CallTimeout>().map(|t| t.0),
         hedging,
     };
-    let (mut failover, pick) = Failover::start(&shared.engine, &shared.calls, &cluster, options)
-        .await
-        .map_err(|e| BoxError::from(ClientError::from(e)))?;
+    let explicit = parts
+        .extensions
+        .get::<AffinityKey>()
+        .map(|key| key.0.clone());
+    let (mut failover, pick) = Failover::start(
+        &shared.engine,
+        &shared.calls,
+        &cluster,
+        options,
+        |affinity| call_key(explicit, affinity, Some(&parts.headers)),
+    )
+    .await
+    .map_err(|e| BoxError::from(ClientError::from(e)))?;
     failover.request_method(parts.method.as_str());
     // The body: moved into the only attempt of a request that is not retried, copied for each
     // attempt of one that is (the first takes the copy made above).
@@ -332,10 +343,10 @@ where
     match drive(&mut failover, pick, &mut send).await {
         End::Answered(answer, _) => {
             let status = answer.response.status().as_u16();
-            let (pick, reported) = (answer.pick, answer.reported);
+            let (pick, reported, started) = (answer.pick, answer.reported, answer.started);
             Ok(answer
                 .response
-                .map(|body| ResponseBody::routed(body, pick, status, reported)))
+                .map(|body| ResponseBody::routed(body, pick, status, reported, started)))
         }
         End::Failed(failed) => Err(BoxError::from(ClientError::Request {
             attempts: attempt_failures(failed, &path),

@@ -19,6 +19,7 @@ pub mod clients;
 pub mod consul;
 pub mod dnsmasq;
 pub mod etcd;
+pub mod faces;
 pub mod faulty_servers;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
