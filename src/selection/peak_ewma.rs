@@ -1,5 +1,5 @@
 //! `PeakEwma`: two distinct random destinations, the one with the lower expected cost wins,
-//! cost = latency estimate x (requests in flight + 1), times (1 + utilization) when the
+//! cost = latency estimate x (requests in flight + 1), divided by (1 - utilization) when the
 //! destination reports a load that counts. Ties go to the first drawn.
 //!
 //! This is the balancer of Finagle, linkerd and tower (`p2c` over `PeakEwma`): the latency
@@ -8,7 +8,11 @@
 //! two and wins it back only as it proves fast again; multiplying by the requests in flight
 //! turns "how fast" into "how long a new request would wait", so a fast instance is not
 //! buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the client
-//! cannot see: load from other clients.
+//! cannot see: load from other clients. It weighs as a queue does: a server busy a fraction `u`
+//! of the time makes a new request wait as if it were `1 / (1 - u)` times slower (M/M/1), so a
+//! server at 0.9 costs ten times its latency and one at 0.2 a quarter more. (A factor of
+//! `1 + u` would rank them the same way but barely: under load it still sent the one at 0.9
+//! two thirds of the share of the one at 0.2.) Utilization is taken up to 0.99.
 //!
 //! In a weighted group the first candidate is drawn in proportion to the weights and the second
 //! uniformly among the others, and requests in flight count per unit of weight, as in
@@ -23,7 +27,7 @@ use super::balancing::{Group, LoadBalancingPolicy, Pick, PickView, Picker, Signa
 use super::weights::AliasTable;
 
 /// Two random candidates (the first by weight); the lower latency x (in flight per unit of
-/// weight + 1) x (1 + utilization) wins, ties to the first.
+/// weight + 1) / (1 - utilization) wins, ties to the first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PeakEwma;
 
@@ -34,7 +38,7 @@ struct PeakEwmaPicker {
 
 impl PeakEwmaPicker {
     /// The cost of the destination at `index`: its latency estimate in seconds times its
-    /// requests in flight (per unit of weight in a weighted group) plus one, times one plus its
+    /// requests in flight (per unit of weight in a weighted group) plus one, over one less its
     /// reported utilization.
     #[inline]
     fn cost(&self, view: &PickView<'_>, index: usize) -> f64 {
@@ -44,8 +48,8 @@ impl PeakEwmaPicker {
             Some(_) => in_flight / view.weight(index) + 1.0,
             None => in_flight + 1.0,
         };
-        let load = view.utilization(index).map_or(1.0, |u| 1.0 + u);
-        latency * queue * load
+        let idle = view.utilization(index).map_or(1.0, |u| 1.0 - u.clamp(0.0, 0.99));
+        latency * queue / idle
     }
 }
 
