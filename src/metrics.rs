@@ -14,6 +14,10 @@
 //! | `healthpick.requests.in_flight` | gauge | requests | cluster, destination | picks whose handle is not dropped yet (sum over `healthpick.destination` for the cluster's) |
 //! | `healthpick.outcomes` | counter | outcomes | cluster, `outcome` | request outcomes the engine took in (reported on a handle, or by the client): `success`, `cancelled`, `transport_failure`, `status_1xx` … `status_5xx`, `status_other` |
 //! | `healthpick.destinations.available` | gauge | destinations | cluster | the size of the cluster's available set, as last published (0 once the cluster is gone) |
+//! | `healthpick.destination.latency` | gauge | seconds | cluster, destination | the destination's latency estimate (a peak-sensitive moving average of its requests' latencies, what `PeakEwma` and tier spill read) as of its last sample; 0 before the first |
+//! | `healthpick.destination.utilization` | gauge | ratio | cluster, destination | the utilization the destination's server last reported in an `endpoint-load-metrics` header (1 is fully used), whether or not it counts yet (it counts after the cluster's blackout, until it expires); 0 before the first report |
+//! | `healthpick.spill.share` | gauge | ratio | cluster | the share of the cluster's picks its preferred tier spills to the next tier under load (`TierSpill` `Load`), 0 to 1 |
+//! | `healthpick.spill.starts` | counter | starts | cluster | the cluster's preferred tier started spilling to the next tier |
 //! | `healthpick.health.transitions` | counter | transitions | cluster, `part`, `to` | one health part of a destination changed: `part` is `active`, `passive`, `reported` or `discovery`; `to` its new value, `unknown`, `healthy`, `degraded`, `draining`, `unhealthy` or `none` (a reported status cleared) |
 //! | `healthpick.ejections` | counter | ejections | cluster, destination | a destination's passive health became Unhealthy (TransportFailureRate, OutlierDetection or your passive policy) |
 //! | `healthpick.discovery.updates` | counter | updates | cluster, `source` | a discovery source's publication (or [`Engine::set_destinations`](crate::Engine::set_destinations)) changed the cluster's destinations |
@@ -37,10 +41,13 @@
 //! Metrics on every request cost one atomic operation on a handle registered ahead of time, so
 //! picks stay lock-free and allocate nothing more:
 //!
-//! - a destination's `healthpick.picks` and `healthpick.requests.in_flight` when the
-//!   destination is created (the configuration or a source published it);
-//! - a cluster's `healthpick.outcomes` and `healthpick.destinations.available` when the
-//!   cluster is created;
+//! - a destination's `healthpick.picks`, `healthpick.requests.in_flight`,
+//!   `healthpick.destination.latency` and `healthpick.destination.utilization` when the
+//!   destination is created (the configuration or a source published it); the latency gauge is
+//!   set where a request's latency is taken in, the utilization gauge where a load report is,
+//!   one store each;
+//! - a cluster's `healthpick.outcomes`, `healthpick.destinations.available` and
+//!   `healthpick.spill.share` when the cluster is created;
 //! - the client's `http.client.request.duration`, per thread, the first time an attempt ends
 //!   with a given destination, method, status and error type (then a hash-map lookup per
 //!   attempt, without a lock).
@@ -54,8 +61,8 @@
 //!
 //! ## Cardinality
 //!
-//! Series per cluster: the destination-labelled ones number two per destination (picks, in
-//! flight) plus one per ejected destination; the attempt histogram one per destination and
+//! Series per cluster: the destination-labelled ones number four per destination (picks, in
+//! flight, latency, utilization) plus one per ejected destination; the attempt histogram one per destination and
 //! combination of method, status and error type seen; the rest a handful each. With discovery,
 //! a destination that leaves keeps its series in the recorder until the recorder forgets them
 //! (Prometheus's exporter has an idle timeout for that).
@@ -93,8 +100,9 @@ use ::metrics::{
 
 use crate::destination::Destination;
 pub use crate::engine::metrics::{
-    CLUSTER, DESTINATION, DESTINATIONS_AVAILABLE, DISCOVERY_HELD, DISCOVERY_UPDATES, EJECTIONS,
-    HEALTH_TRANSITIONS, OUTCOME, OUTCOMES, PART, PICKS, REASON, REQUESTS_IN_FLIGHT, SOURCE, TO,
+    CLUSTER, DESTINATION, DESTINATIONS_AVAILABLE, DESTINATION_LATENCY, DESTINATION_UTILIZATION,
+    DISCOVERY_HELD, DISCOVERY_UPDATES, EJECTIONS, HEALTH_TRANSITIONS, OUTCOME, OUTCOMES, PART,
+    PICKS, REASON, REQUESTS_IN_FLIGHT, SOURCE, SPILL_SHARE, SPILL_STARTS, TO,
 };
 
 /// Counter: a call's next attempt sent to another destination after a failure. Labels:
@@ -145,6 +153,24 @@ pub fn describe() {
         DESTINATIONS_AVAILABLE,
         Unit::Count,
         "Destinations the cluster may send traffic to"
+    );
+    describe_gauge!(
+        DESTINATION_LATENCY,
+        Unit::Seconds,
+        "A destination's latency estimate (peak-sensitive moving average) as of its last sample"
+    );
+    describe_gauge!(
+        DESTINATION_UTILIZATION,
+        "The utilization a destination's server last reported (endpoint-load-metrics)"
+    );
+    describe_gauge!(
+        SPILL_SHARE,
+        "The share of a cluster's picks its preferred tier spills to the next tier"
+    );
+    describe_counter!(
+        SPILL_STARTS,
+        Unit::Count,
+        "Times a cluster's preferred tier started spilling to the next tier"
     );
     describe_counter!(
         HEALTH_TRANSITIONS,

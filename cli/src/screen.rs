@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use healthpick::table::StatusTable;
+use healthpick::table::{format_latency, spill_summary, StatusTable};
 use healthpick::{
     ClusterStatus, DestinationStatus, DiscoveryHealth, EngineStatus, HealthState, ReportedHealth,
     SourceStatus,
@@ -256,6 +256,9 @@ enum Column {
     Reported,
     Available,
     InFlight,
+    Latency,
+    Utilization,
+    SlowStart,
     Reason,
 }
 
@@ -271,18 +274,36 @@ impl Column {
             Column::Reported => "REPORTED",
             Column::Available => "AVAILABLE",
             Column::InFlight => "IN FLIGHT",
+            Column::Latency => "LATENCY",
+            Column::Utilization => "UTIL",
+            Column::SlowStart => "SLOW START",
             Column::Reason => "LAST CHANGE",
         }
     }
 
     fn right_aligned(self) -> bool {
-        matches!(self, Column::Tier | Column::InFlight)
+        matches!(
+            self,
+            Column::Tier
+                | Column::InFlight
+                | Column::Latency
+                | Column::Utilization
+                | Column::SlowStart
+        )
+    }
+
+    /// A load signal: shown only when some destination has a value.
+    fn is_load(self) -> bool {
+        matches!(
+            self,
+            Column::Latency | Column::Utilization | Column::SlowStart
+        )
     }
 }
 
 const DESTINATION: &str = "DESTINATION";
 
-const ALL_COLUMNS: [Column; 10] = [
+const ALL_COLUMNS: [Column; 13] = [
     Column::Destination,
     Column::Source,
     Column::Discovery,
@@ -292,6 +313,9 @@ const ALL_COLUMNS: [Column; 10] = [
     Column::Reported,
     Column::Available,
     Column::InFlight,
+    Column::Latency,
+    Column::Utilization,
+    Column::SlowStart,
     Column::Reason,
 ];
 
@@ -374,6 +398,21 @@ fn cells(cluster: &ClusterStatus, d: &DestinationStatus) -> Vec<(Column, String,
         (Column::Available, available.to_string(), available_style),
         (Column::InFlight, d.in_flight.to_string(), Style::new()),
         (
+            Column::Latency,
+            d.latency.map_or_else(|| "-".to_string(), format_latency),
+            Style::new(),
+        ),
+        (
+            Column::Utilization,
+            d.utilization.map_or_else(|| "-".to_string(), percent),
+            utilization_style(d.utilization),
+        ),
+        (
+            Column::SlowStart,
+            d.slow_start.map_or_else(|| "-".to_string(), percent),
+            Style::new().fg(Color::Cyan),
+        ),
+        (
             Column::Reason,
             d.last_reason.clone().unwrap_or_else(|| "-".to_string()),
             Style::new(),
@@ -381,12 +420,26 @@ fn cells(cluster: &ClusterStatus, d: &DestinationStatus) -> Vec<(Column, String,
     ]
 }
 
+/// `42%`: a utilization or a slow-start share.
+fn percent(value: f64) -> String {
+    format!("{:.0}%", value * 100.0)
+}
+
+/// A reported utilization near or past full is worth a glance.
+fn utilization_style(utilization: Option<f64>) -> Style {
+    match utilization {
+        Some(u) if u >= 0.9 => Style::new().fg(Color::Red),
+        Some(u) if u >= 0.7 => Style::new().fg(Color::Yellow),
+        _ => Style::new(),
+    }
+}
+
 /// Which columns fit in `total` characters, how wide each is, and the gap between them.
 ///
-/// The reason column gives way first (cut down to [`MIN_REASON`]), then `IN FLIGHT`, `SOURCE` and
-/// `DISCOVERY`, the gaps, the reason column itself, `TIER`, and last the destination ids are cut
-/// to [`MIN_DESTINATION`]. The state columns (`ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`) are
-/// never dropped nor cut.
+/// The reason column gives way first (cut down to [`MIN_REASON`]), then the load columns
+/// (`LATENCY`, `UTIL`, `SLOW START`), `IN FLIGHT`, `SOURCE` and `DISCOVERY`, the gaps, the
+/// reason column itself, `TIER`, and last the destination ids are cut to [`MIN_DESTINATION`].
+/// The state columns (`ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`) are never dropped nor cut.
 fn layout(natural: &[(Column, usize)], total: usize) -> (Vec<(Column, usize)>, usize) {
     let mut cols: Vec<(Column, usize)> = natural.to_vec();
     let mut gap = 2;
@@ -406,15 +459,16 @@ fn layout(natural: &[(Column, usize)], total: usize) -> (Vec<(Column, usize)>, u
         fixed(cols, gap) + reason <= total
     };
     // What gives way, in order, until the rest fits.
-    for step in 0..5 {
+    for step in 0..6 {
         if fits(&cols, gap) {
             break;
         }
         match step {
-            0 => cols.retain(|(c, _)| *c != Column::InFlight),
-            1 => cols.retain(|(c, _)| !matches!(c, Column::Source | Column::Discovery)),
-            2 => gap = 1,
-            3 => cols.retain(|(c, _)| *c != Column::Reason),
+            0 => cols.retain(|(c, _)| !c.is_load()),
+            1 => cols.retain(|(c, _)| *c != Column::InFlight),
+            2 => cols.retain(|(c, _)| !matches!(c, Column::Source | Column::Discovery)),
+            3 => gap = 1,
+            4 => cols.retain(|(c, _)| *c != Column::Reason),
             _ => cols.retain(|(c, _)| *c != Column::Tier),
         }
     }
@@ -467,7 +521,8 @@ fn table_line(
 // ---------------------------------------------------------------------------------------------
 // Summary lines
 
-/// `orders  2/3 available · tier 0 Healthy · source dns: 3, answered 2.1s ago`, in spans.
+/// `orders  2/3 available · tier 0 Healthy · SPILL tier 0 -> tier 1: 35% of picks; ... ·
+/// source dns: 3, answered 2.1s ago`, in spans.
 pub(crate) fn cluster_summary(c: &ClusterStatus, now: Duration) -> Vec<(String, Style)> {
     let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
     let red = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
@@ -510,6 +565,17 @@ pub(crate) fn cluster_summary(c: &ClusterStatus, now: Duration) -> Vec<(String, 
     }
     if !c.active_enabled {
         parts.push(("not probed".to_string(), Style::new().fg(Color::DarkGray)));
+    }
+    if let Some(spill) = &c.spill {
+        // Spilling is worth a glance; a tier that keeps all its picks is only reassuring.
+        if spill.share > 0.0 {
+            parts.push((
+                format!("SPILL {}", spill_summary(spill)),
+                Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ));
+        } else {
+            parts.push((format!("spill {}", spill_summary(spill)), Style::new()));
+        }
     }
     for s in &c.sources {
         parts.push((source_summary(s, now, &secs), Style::new()));
@@ -593,15 +659,24 @@ pub(crate) fn draw(frame: &mut Frame<'_>, view: &View) {
         .clusters
         .iter()
         .any(|c| !c.sources.is_empty() || c.destinations.iter().any(|d| d.source != "config"));
-    let mut natural: Vec<(Column, usize)> = ALL_COLUMNS
-        .iter()
-        .filter(|c| discovered || !matches!(c, Column::Source | Column::Discovery))
-        .map(|&c| (c, width(c.header())))
-        .collect();
     let all_cells: Vec<Vec<Vec<(Column, String, Style)>>> = status
         .clusters
         .iter()
         .map(|c| c.destinations.iter().map(|d| cells(c, d)).collect())
+        .collect();
+    // A load column shows when some destination has a value in it.
+    let valued = |column: Column| {
+        all_cells
+            .iter()
+            .flatten()
+            .flatten()
+            .any(|(c, text, _)| *c == column && text != "-")
+    };
+    let mut natural: Vec<(Column, usize)> = ALL_COLUMNS
+        .iter()
+        .filter(|c| discovered || !matches!(c, Column::Source | Column::Discovery))
+        .filter(|c| !c.is_load() || valued(**c))
+        .map(|&c| (c, width(c.header())))
         .collect();
     for (column, w) in &mut natural {
         for cell in all_cells.iter().flatten().flatten() {
@@ -806,7 +881,7 @@ impl Drop for Screen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use healthpick::{ConfigStatus, HealthClass};
+    use healthpick::{ConfigStatus, HealthClass, SpillStatus};
     use ratatui::backend::TestBackend;
     use ratatui::buffer::Buffer;
     use ratatui::Terminal;
@@ -1062,6 +1137,72 @@ mod tests {
         find(&lines, "sort: unhealthy first (s)");
         find(&lines, "[  2.0s] orders/local-1");
         assert!(lines.len() == 50 && text.contains("RECENT CHANGES"));
+    }
+
+    /// `orders` with load signals: local-1 measured at 12.3 ms, remote-1 reporting 95%
+    /// utilization and warming at a quarter of its weight; spilling 35% to tier 1.
+    fn loaded_status() -> EngineStatus {
+        let mut status = status();
+        let orders = &mut status.clusters[0];
+        orders.destinations[0].latency = Some(Duration::from_micros(12_345));
+        orders.destinations[2].latency = Some(Duration::from_millis(40));
+        orders.destinations[2].utilization = Some(0.95);
+        orders.destinations[2].slow_start = Some(0.25);
+        let mut spill = SpillStatus::default();
+        spill.from_tier = 0;
+        spill.to_tier = 1;
+        spill.share = 0.35;
+        spill.latency_ratio = Some(2.1);
+        spill.baseline = Some(Duration::from_millis(12));
+        orders.spill = Some(spill);
+        status
+    }
+
+    #[test]
+    fn load_signals_show_in_their_columns_and_spill_in_the_summary() {
+        let buffer = render(&view(loaded_status()), 200, 30);
+        let lines = text_rows(&buffer);
+        let (_, header) = find(&lines, "DESTINATION");
+        for column in ["IN FLIGHT", "LATENCY", "UTIL", "SLOW START", "LAST CHANGE"] {
+            assert!(header.contains(column), "{column} missing: {header}");
+        }
+        let (_, up) = row_of(&lines, "local-1");
+        assert!(up.contains(" 12.3ms "), "{up}");
+        let (_, remote) = row_of(&lines, "remote-1");
+        assert!(
+            remote.contains(" 40.0ms ") && remote.contains(" 95% ") && remote.contains(" 25% "),
+            "{remote}"
+        );
+        let (_, only) = row_of(&lines, "only");
+        assert!(only.contains(" - "), "no value, a dash: {only}");
+        find(
+            &lines,
+            "orders  2/3 available · tier 0 Healthy · SPILL tier 0 -> tier 1: 35% of picks; \
+             tier 0 at 2.10x its unloaded latency (12.0ms)",
+        );
+        // A utilization past 90% is red.
+        let (y, row) = row_of(&lines, "remote-1");
+        let x = row.find("95%").unwrap();
+        let cell = buffer.cell((u16::try_from(x).unwrap(), u16::try_from(y).unwrap()));
+        assert_eq!(cell.unwrap().fg, Color::Red);
+
+        // On 80 columns the load columns give way before IN FLIGHT does, and the state columns
+        // stay.
+        let lines = text_rows(&render(&view(loaded_status()), 80, 24));
+        let (_, header) = find(&lines, "ACTIVE");
+        assert!(
+            !header.contains("LATENCY") && !header.contains("UTIL"),
+            "{header}"
+        );
+        assert_state_columns(&lines);
+
+        // Without values anywhere, no load column at all.
+        let lines = text_rows(&render(&view(status()), 200, 30));
+        let (_, header) = find(&lines, "DESTINATION");
+        assert!(
+            !header.contains("LATENCY") && !header.contains("SLOW START"),
+            "{header}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `healthpick simulate FILE`: replay a scenario of probe results, request outcomes, picks and
-//! reloads through a configuration on a simulated clock, printing every decision as JSON lines.
+//! `healthpick simulate FILE`: replay a scenario of probe results, request outcomes, picks,
+//! reloads, latencies and load reports through a configuration on a simulated clock, printing
+//! every decision as JSON lines.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ The scenario is JSON (comments and trailing commas allowed):
     \"globals\": { \"DetectionWindowSize\": \"00:01:00\", \"MinimalTotalCountThreshold\": 10,
                  \"DefaultFailureRateLimit\": 0.3, \"ConsecutiveFailuresThreshold\": 2 },
     \"seed\": 1,                                 random source of the load balancers (default 0)
-    \"until\": 120.0,                            fire timers up to this time, in seconds
+    \"until\": 120.0,                            the run ends at this time, in seconds
     \"events\": [
       {\"at\": 10.0, \"probe\":    {\"cluster\": \"c0\", \"results\": {\"d0\": 500, \"d1\": 200,
                                 \"d2\": \"error\", \"d3\": {\"status\": 200, \"payload\": \"Degraded\"}}}},
@@ -25,15 +26,37 @@ The scenario is JSON (comments and trailing commas allowed):
                                 \"outcome\": \"success\" | \"transport-failure\" | \"cancelled\" | 503}},
       {\"at\": 13.0, \"pick\":     {\"cluster\": \"c0\", \"count\": 5, \"hold\": false}},
       {\"at\": 14.0, \"inflight\": {\"cluster\": \"c0\", \"destination\": \"d0\", \"delta\": 3}},
-      {\"at\": 15.0, \"reload\":   { ...a new config document... }}
+      {\"at\": 15.0, \"reload\":   { ...a new config document... }},
+      {\"at\": 16.0, \"latency\":  {\"cluster\": \"c0\", \"destinations\": {\"d0\": 0.020, \"d1\": null}}},
+      {\"at\": 16.0, \"load\":     {\"cluster\": \"c0\", \"destinations\": {\"d0\": 0.4}}},
+      {\"at\": 16.0, \"tally\":    {\"cluster\": \"c0\", \"every\": 1.0}},
+      {\"at\": 16.0, \"pick\":     {\"cluster\": \"c0\", \"rate\": 200, \"for\": 30,
+                                \"keys\": {\"prefix\": \"user-\", \"count\": 100}}}
     ]
   }
+
+Traffic:
+  latency  from now on the destinations answer after this many seconds (null: not at
+           all): a pick of one is in flight until its answer, which reports a success
+           that took that long (latency estimates, PeakEwma, tier spill, passive checks)
+  load     the endpoint-load-metrics value their answers carry (a number: the
+           application_utilization; or the header value; null: none)
+  pick     \"rate\" spreads the picks (per second) over \"for\" seconds or \"count\" picks;
+           \"key\" or \"keys\" (a list, or a numbered pattern) make keyed picks
+  tally    count the cluster's picks: one line per \"every\" seconds instead of one per pick
+  The engine's timers (reactivations, slow-start steps, tier-spill looks) fire on the
+  simulated clock; without \"until\" the run ends when only timers are left.
 
 Output (stdout): one JSON object per line, in time order, each with `at` and `type`:
   health      a health part changed: cluster, destination, part, from, to, reason
   evaluation  every policy evaluation, even without a change (counters, window, state)
   available   the available set or panic mode changed: cluster, destinations, panic
-  pick        cluster and destination, or error \"NoAvailableDestinations\"
+  pick        cluster, key (keyed picks), and destination or error
+              (\"NoAvailableDestinations\", \"AffinityUnavailable\")
+  tally       a cluster's picks per destination since `since`, errors, the share that
+              spills (`spill`) and warming destinations' slow-start factors (`warming`)
+  spill       the preferred tier started spilling (state \"started\", share) or stopped:
+              cluster, fromTier, toTier
   reload      a reload was applied (valid: true) or rejected (valid: false, errors)
 The same scenario and seed always give byte-identical output.
 
@@ -44,6 +67,7 @@ Exit status:
 
 Examples:
   healthpick simulate examples/scenarios/active_ejection.json
+  healthpick simulate examples/scenarios/peak_ewma_slow_instance.json
   healthpick simulate incident.json --config appsettings.Tuned.json
   healthpick simulate examples/scenarios/tier_failover.json | jq -c 'select(.type == \"pick\")'";
 

@@ -33,14 +33,20 @@ What it shows:
   health, AVAILABLE (`yes (best)`: gets traffic now; `yes`: may get traffic but ranks
   lower, e.g. Degraded or a remote tier; `no`: excluded by its checks; `panic`: every
   destination of the cluster failed and all get traffic anyway), IN FLIGHT and the last
-  change with its reason.
+  change with its reason. LATENCY (the latency estimate), UTIL (the utilization a
+  server reports, once it counts) and SLOW START (the share of its weight a warming
+  destination counts with) show when some destination has a value; a cluster with
+  TierSpill Load says where its spill stands (share to the next tier, the preferred
+  tier's latency against its unloaded latency). No requests flow through `watch`, so
+  latency and utilization stay empty here; the library's status table shows them in a
+  live service.
 
   Every cluster with HealthCheck:Active:Enabled is probed as configured (Interval,
   Timeout, Path, Query, threshold, HTTP version, Host).
 
   On a terminal the table fills the screen (sized to it, redrawn on resize), problems
   first, with a summary line per cluster (available / total, tier in use, PANIC,
-  discovery sources and their staleness) and the latest changes below. Keys: s cycles
+  SPILL, discovery sources and their staleness) and the latest changes below. Keys: s cycles
   the order (unhealthy first, config order, by name), arrows and PgUp/PgDn scroll, q,
   Esc or Ctrl-C quit. States are coloured unless NO_COLOR is set (non-empty).
 

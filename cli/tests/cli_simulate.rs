@@ -45,6 +45,51 @@ fn each_worked_example_prints_its_expected_output_byte_for_byte() {
     }
 }
 
+/// Scenarios with traffic: picks spread at a rate, answered after the latencies they give,
+/// tallied; PeakEwma's slow instance loses its share while it is slow; each gives the same
+/// bytes twice.
+#[test]
+fn traffic_scenarios_print_their_decisions_the_same_each_run() {
+    let file = "examples/scenarios/peak_ewma_slow_instance.json";
+    let out = healthpick(&["simulate", file]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let tallies: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(r#""type":"tally""#))
+        .collect();
+    assert_eq!(tallies.len(), 10, "{text}");
+    assert!(
+        tallies[3].starts_with(
+            r#"{"at":20.0,"type":"tally","cluster":"search","since":15.0,"picks":{"search-1":"#
+        ),
+        "{text}"
+    );
+    assert!(!tallies[3].contains("search-4"), "slow, no picks: {text}");
+    assert_eq!(stdout(&healthpick(&["simulate", file])), text);
+
+    // The other traffic scenarios, through their documents' own TierSpill, SlowStart and
+    // SessionAffinity sections: what each is about shows, and twice gives the same bytes.
+    for (name, shows) in [
+        (
+            "tier_spill_load_step",
+            r#""type":"spill","cluster":"payments","state":"started""#,
+        ),
+        ("slow_start_join", r#""warming":{"catalog-5":0.1}"#),
+        (
+            "keyed_ejection",
+            r#"{"at":16.0,"type":"pick","cluster":"carts","key":"user-0","destination":"carts-2"}"#,
+        ),
+    ] {
+        let file = format!("examples/scenarios/{name}.json");
+        let out = healthpick(&["simulate", &file]);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains(shows), "{name}: {text}");
+        assert_eq!(stdout(&healthpick(&["simulate", &file])), text, "{name}");
+    }
+}
+
 #[test]
 fn a_recorded_timeline_replays_through_another_config() {
     let out = healthpick(&[

@@ -89,7 +89,8 @@ pub struct Destination {
 pub(crate) struct WarmPart {
     pub state: DestinationState,
     pub info: Box<DestinationInfo>,
-    /// Its pick counter and in-flight gauge, registered when it was created.
+    /// Its pick counter, in-flight gauge and load-signal gauges, registered when it was
+    /// created.
     #[cfg(feature = "metrics")]
     pub metrics: DestinationMetrics,
 }
@@ -110,11 +111,15 @@ pub(crate) struct DestinationInfo {
 }
 
 /// A destination's metric handles (feature `metrics`): what a pick and a handle's drop update,
-/// one atomic operation each.
+/// and what a latency sample and a load report set, one atomic operation each.
 #[cfg(feature = "metrics")]
 pub(crate) struct DestinationMetrics {
     pub picks: ::metrics::Counter,
     pub in_flight: ::metrics::Gauge,
+    /// Its latency estimate, in seconds.
+    pub latency: ::metrics::Gauge,
+    /// The utilization its server last reported.
+    pub utilization: ::metrics::Gauge,
 }
 
 impl Destination {
@@ -324,8 +329,9 @@ mod tests {
         // The count's place comes first, then what an outcome updates (see the type's notes).
         assert_eq!(std::mem::offset_of!(Destination, signals), 0);
         assert_eq!(std::mem::offset_of!(Destination, credit), 16);
-        // With feature `metrics` the pick's two metric handles join it.
-        let handles = if cfg!(feature = "metrics") { 32 } else { 0 };
+        // With feature `metrics` its four metric handles join it (the pick's two, the load
+        // signals' two).
+        let handles = if cfg!(feature = "metrics") { 64 } else { 0 };
         assert_eq!(std::mem::size_of::<WarmPart>(), 72 + handles);
     }
 }

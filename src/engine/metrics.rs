@@ -1,18 +1,20 @@
-//! The engine's metrics (feature `metrics`, the `metrics` facade crate): picks and requests in
-//! flight per destination, request outcomes and available destinations per cluster, and the
-//! rare events (health transitions, ejections, discovery updates, held changes) as they happen.
-//! The public names, labels and the one table are in [`crate::metrics`].
+//! The engine's metrics (feature `metrics`, the `metrics` facade crate): picks, requests in
+//! flight and load signals per destination, request outcomes and available destinations per
+//! cluster, and the rare events (health transitions, ejections, discovery updates, held changes)
+//! as they happen. The public names, labels and the one table are in [`crate::metrics`].
 //!
 //! What runs on every request has its handles registered ahead, so that it costs one atomic
-//! operation on a handle: a destination's pick counter and in-flight gauge when the destination
-//! is created (its source published it), a cluster's outcome counters and available gauge when
-//! the cluster is created. Rare events register their series when they happen.
+//! operation on a handle: a destination's pick counter, in-flight gauge and load-signal gauges
+//! when the destination is created (its source published it), a cluster's outcome counters and
+//! available gauge when the cluster is created. Rare events register their series when they
+//! happen.
 
 use std::sync::Arc;
 
 use ::metrics::{counter, gauge, Counter, Gauge, SharedString};
 
-use crate::destination::DestinationMetrics;
+use crate::destination::latency;
+use crate::destination::{Destination, DestinationMetrics};
 use crate::events::{HealthEvent, HealthEventKind, HeldReason, PartValue};
 use crate::health::outcome::RequestOutcome;
 use crate::health::state::{DiscoveryHealth, HealthPart, HealthState, ReportedHealth};
@@ -43,6 +45,14 @@ pub const SPILL_STARTS: &str = "healthpick.spill.starts";
 /// Gauge: requests in flight (picks whose handle is not dropped yet). Labels: cluster,
 /// destination.
 pub const REQUESTS_IN_FLIGHT: &str = "healthpick.requests.in_flight";
+/// Gauge, seconds: a destination's latency estimate (the peak-sensitive moving average of its
+/// requests' latencies) as of its last sample; 0 before the first. Labels: cluster, destination.
+pub const DESTINATION_LATENCY: &str = "healthpick.destination.latency";
+/// Gauge: the utilization a destination's server last reported in an `endpoint-load-metrics`
+/// header (`application_utilization`, else `cpu_utilization`; 1 is fully used), whether or not
+/// it counts yet; 0 before the first report, and never set where the cluster reads no reports.
+/// Labels: cluster, destination.
+pub const DESTINATION_UTILIZATION: &str = "healthpick.destination.utilization";
 
 /// Label: the cluster id, spelled as configured. On every metric.
 pub const CLUSTER: &str = "healthpick.cluster";
@@ -133,7 +143,24 @@ pub(crate) fn destination_metrics(cluster: &Arc<str>, id: &Arc<str>) -> Destinat
     DestinationMetrics {
         picks: counter!(PICKS, &labels),
         in_flight: gauge!(REQUESTS_IN_FLIGHT, &labels),
+        latency: gauge!(DESTINATION_LATENCY, &labels),
+        utilization: gauge!(DESTINATION_UTILIZATION, &labels),
     }
+}
+
+/// `destination`'s latency estimate took a sample: its gauge shows the estimate now (the cell
+/// was just written, so reading it back costs no miss), one store.
+#[inline]
+pub(crate) fn latency_sampled(destination: &Destination) {
+    if let Some(estimate) = latency::last_estimate(destination.signals.latency()) {
+        destination.metrics().latency.set(estimate.as_secs_f64());
+    }
+}
+
+/// `destination`'s server reported `utilization`: one store.
+#[inline]
+pub(crate) fn load_reported(destination: &Destination, utilization: f64) {
+    destination.metrics().utilization.set(utilization.max(0.0));
 }
 
 /// Counts what a change event says: a health transition (and an ejection), a discovery update,

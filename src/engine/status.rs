@@ -96,7 +96,7 @@ pub struct ClusterStatus {
 
 /// Where a cluster's tier spill stands: how much of the traffic the preferred tier hands to the
 /// next, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
 #[non_exhaustive]
 pub struct SpillStatus {
     /// The preferred tier (the best group's).

@@ -87,6 +87,8 @@ impl ClusterRuntime {
                     spill.state.record(destination.tier(), sample);
                 }
             });
+            #[cfg(feature = "metrics")]
+            super::metrics::latency_sampled(destination);
             read_at = Some(now);
         }
         if outcome == RequestOutcome::Success && destination.credit().is_granted() {
@@ -112,6 +114,8 @@ impl ClusterRuntime {
         with_current(&self.cell, |snapshot| {
             if let Some(rules) = &snapshot.settings.signals.reports {
                 reported_load::record(load, since, utilization, now, rules);
+                #[cfg(feature = "metrics")]
+                super::metrics::load_reported(destination, utilization);
             }
         });
     }

@@ -1,10 +1,12 @@
 //! Reading a scenario document: the config, optional globals and seed, and a timeline of events.
 //! Every problem is collected with the JSON path it sits at, so one run reports them all.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
 use crate::config::diagnostics::write_located;
+use crate::health::load_report;
 use crate::health::outcome::RequestOutcome;
 use crate::health::probe_result::ProbeResult;
 use crate::health::state::ReportedHealth;
@@ -48,6 +50,29 @@ pub(crate) enum EventKind {
         cluster: String,
         count: u32,
         hold: bool,
+        /// The affinity key of each pick.
+        keys: Keys,
+        /// Picks per second: the picks are spread from `at` on, one every `1 / rate`; `None`:
+        /// all at `at`.
+        rate: Option<f64>,
+    },
+    /// From now on, the cluster's picks are counted and written as one `tally` line per
+    /// `every` instead of a line each (`None`: a line each again).
+    Tally {
+        cluster: String,
+        every: Option<Duration>,
+    },
+    /// From now on, requests to these destinations take this long (`None`: they are no longer
+    /// served, picks of them are dropped at once).
+    Latency {
+        cluster: String,
+        destinations: Vec<(String, Option<Duration>)>,
+    },
+    /// From now on, these destinations' answers carry this `endpoint-load-metrics` value
+    /// (`None`: none).
+    Load {
+        cluster: String,
+        destinations: Vec<(String, Option<String>)>,
     },
     InFlight {
         cluster: String,
@@ -58,6 +83,36 @@ pub(crate) enum EventKind {
         config: String,
     },
 }
+
+/// The affinity keys of a `pick` event's picks.
+#[derive(Debug, Clone)]
+pub(crate) enum Keys {
+    /// Unkeyed picks.
+    None,
+    /// Every pick with this key.
+    One(String),
+    /// Pick `i` with the `i`-th key, round and round.
+    List(Vec<String>),
+    /// Pick `i` with `prefix` and `i` modulo `count`: `user-0`, `user-1`, ...
+    Numbered { prefix: String, count: u32 },
+}
+
+impl Keys {
+    /// The key of the event's pick number `i`.
+    pub fn nth(&self, i: u64) -> Option<Cow<'_, str>> {
+        match self {
+            Keys::None => None,
+            Keys::One(key) => Some(Cow::Borrowed(key)),
+            Keys::List(keys) => Some(Cow::Borrowed(&keys[(i % keys.len() as u64) as usize])),
+            Keys::Numbered { prefix, count } => {
+                Some(Cow::Owned(format!("{prefix}{}", i % u64::from(*count))))
+            }
+        }
+    }
+}
+
+/// Most picks one `pick` event makes.
+const MAX_PICKS: u64 = 1_000_000;
 
 /// One problem of a scenario: where (a JSON path such as `events[3].probe.cluster`) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +196,12 @@ impl Scenario {
     pub fn event_count(&self) -> usize {
         self.events.len()
     }
+
+    /// The configuration document the scenario runs through (its own, or the one given to
+    /// [`from_json_with_config`](Self::from_json_with_config)).
+    pub fn config(&self) -> &str {
+        &self.config
+    }
 }
 
 #[derive(Default)]
@@ -157,7 +218,9 @@ const TOP_KEYS: [&str; 6] = [
     "events",
     "description",
 ];
-const EVENT_KINDS: [&str; 5] = ["probe", "request", "pick", "inflight", "reload"];
+const EVENT_KINDS: [&str; 8] = [
+    "probe", "request", "pick", "inflight", "reload", "latency", "load", "tally",
+];
 
 fn get<'o>(object: &'o Members, key: &str) -> Option<&'o Json> {
     object
@@ -442,7 +505,9 @@ impl Reader {
         let allowed: &[&str] = match kind {
             "probe" => &["cluster", "results"],
             "request" => &["cluster", "destination", "outcome"],
-            "pick" => &["cluster", "count", "hold"],
+            "pick" => &["cluster", "count", "hold", "key", "keys", "rate", "for"],
+            "latency" | "load" => &["cluster", "destinations"],
+            "tally" => &["cluster", "every"],
             _ => &["cluster", "destination", "delta"],
         };
         for (key, _) in body {
@@ -499,39 +564,48 @@ impl Reader {
                     outcome: outcome?,
                 })
             }
-            "pick" => {
-                let count = match get(body, "count") {
-                    None => Some(1),
-                    Some(v) => {
-                        let p = format!("{path}.count");
-                        match self.integer(v, &p) {
-                            Some(n @ 1..=1_000_000) => Some(n as u32),
-                            Some(n) => {
-                                self.problem(p, format!("{n} is out of range (1 to 1000000)"));
-                                None
-                            }
-                            None => None,
-                        }
-                    }
-                };
-                let hold = match get(body, "hold") {
-                    None => Some(false),
-                    Some(Json {
-                        kind: JsonKind::Bool(b),
+            "pick" => self.pick(body, path, cluster),
+            "latency" => {
+                let destinations = self.destinations(body, path, |reader, value, at| match value {
+                    Json {
+                        kind: JsonKind::Null,
                         ..
-                    }) => Some(*b),
-                    Some(other) => {
+                    } => Some(None),
+                    _ => reader.seconds(value, at).map(Some),
+                });
+                Some(EventKind::Latency {
+                    cluster: cluster?,
+                    destinations: destinations?,
+                })
+            }
+            "load" => {
+                let destinations = self.destinations(body, path, Reader::load_value);
+                Some(EventKind::Load {
+                    cluster: cluster?,
+                    destinations: destinations?,
+                })
+            }
+            "tally" => {
+                let at = format!("{path}.every");
+                let every = match get(body, "every") {
+                    Some(Json {
+                        kind: JsonKind::Null,
+                        ..
+                    }) => Some(None),
+                    Some(value) => self
+                        .positive(value, &at, "seconds")
+                        .map(|every| Some(Duration::from_secs_f64(every))),
+                    None => {
                         self.problem(
-                            format!("{path}.hold"),
-                            format!("must be true or false, found {}", other.kind_name()),
+                            at,
+                            "missing: how many seconds each tally line counts (null: a line per pick again)",
                         );
                         None
                     }
                 };
-                Some(EventKind::Pick {
+                Some(EventKind::Tally {
                     cluster: cluster?,
-                    count: count?,
-                    hold: hold?,
+                    every: every?,
                 })
             }
             _ => {
@@ -570,6 +644,323 @@ impl Reader {
                     destination: destination?,
                     delta: delta?,
                 })
+            }
+        }
+    }
+
+    /// A `pick` event's body: how many, when, with which keys, shown how.
+    fn pick(&mut self, body: &Members, path: &str, cluster: Option<String>) -> Option<EventKind> {
+        let rate = get(body, "rate").and_then(|v| {
+            let p = format!("{path}.rate");
+            let rate = self.positive(v, &p, "picks per second")?;
+            if rate > MAX_PICKS as f64 {
+                self.problem(p, format!("{rate} picks a second is more than {MAX_PICKS}"));
+                return None;
+            }
+            Some(rate)
+        });
+        let count = get(body, "count").map(|v| {
+            let p = format!("{path}.count");
+            match self.integer(v, &p) {
+                Some(n @ 1..=MAX_PICKS) => Some(n as u32),
+                Some(n) => {
+                    self.problem(p, format!("{n} is out of range (1 to {MAX_PICKS})"));
+                    None
+                }
+                None => None,
+            }
+        });
+        let lasting = get(body, "for").map(|v| self.positive(v, &format!("{path}.for"), "seconds"));
+        let count = match (count, lasting) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    format!("{path}.for"),
+                    "give `count` or `for`, not both",
+                );
+                None
+            }
+            (Some(count), None) => count,
+            (None, None) if get(body, "rate").is_some() => {
+                self.problem(
+                    format!("{path}.rate"),
+                    "a `rate` needs `count` (how many picks) or `for` (how long, in seconds)",
+                );
+                None
+            }
+            (None, None) => Some(1),
+            (None, Some(lasting)) => match (get(body, "rate"), lasting) {
+                (None, _) => {
+                    self.problem(
+                        format!("{path}.for"),
+                        "`for` needs a `rate` (picks per second) to spread the picks over",
+                    );
+                    None
+                }
+                (Some(_), Some(lasting)) => rate.and_then(|rate| {
+                    let n = (rate * lasting).round();
+                    if (1.0..=MAX_PICKS as f64).contains(&n) {
+                        Some(n as u32)
+                    } else {
+                        self.problem(
+                            format!("{path}.for"),
+                            format!(
+                                "{rate} picks a second for {lasting} s make {n} picks (1 to {MAX_PICKS})"
+                            ),
+                        );
+                        None
+                    }
+                }),
+                (Some(_), None) => None,
+            },
+        };
+        let hold = match get(body, "hold") {
+            None => Some(false),
+            Some(Json {
+                kind: JsonKind::Bool(b),
+                ..
+            }) => Some(*b),
+            Some(other) => {
+                self.problem(
+                    format!("{path}.hold"),
+                    format!("must be true or false, found {}", other.kind_name()),
+                );
+                None
+            }
+        };
+        let keys = self.keys(body, path);
+        Some(EventKind::Pick {
+            cluster: cluster?,
+            count: count?,
+            hold: hold?,
+            keys: keys?,
+            rate: match get(body, "rate") {
+                Some(_) => Some(rate?),
+                None => None,
+            },
+        })
+    }
+
+    /// A `pick` event's `key` (every pick's) or `keys` (a list taken in turn, or
+    /// `{"prefix": "user-", "count": 100}`).
+    fn keys(&mut self, body: &Members, path: &str) -> Option<Keys> {
+        match (get(body, "key"), get(body, "keys")) {
+            (None, None) => Some(Keys::None),
+            (Some(_), Some(_)) => {
+                self.problem(format!("{path}.keys"), "give `key` or `keys`, not both");
+                None
+            }
+            (Some(key), None) => self.key(key, &format!("{path}.key")).map(Keys::One),
+            (None, Some(keys)) => {
+                let at = format!("{path}.keys");
+                match keys {
+                    Json {
+                        kind: JsonKind::Array(list),
+                        ..
+                    } if !list.is_empty() => {
+                        let mut out = Vec::with_capacity(list.len());
+                        for (i, key) in list.iter().enumerate() {
+                            out.push(self.key(key, &format!("{at}[{i}]")));
+                        }
+                        out.into_iter().collect::<Option<Vec<_>>>().map(Keys::List)
+                    }
+                    Json {
+                        kind: JsonKind::Object(pattern),
+                        ..
+                    } => {
+                        for (key, _) in pattern {
+                            if !["prefix", "count"].iter().any(|k| eq_ignore_case(k, key)) {
+                                self.problem(
+                                    format!("{at}.{key}"),
+                                    format!("unknown key `{key}` (expected: prefix, count)"),
+                                );
+                            }
+                        }
+                        let prefix = match get(pattern, "prefix") {
+                            None => Some(String::new()),
+                            Some(Json {
+                                kind: JsonKind::String(s),
+                                ..
+                            }) => Some(s.to_string()),
+                            Some(other) => {
+                                self.problem(
+                                    format!("{at}.prefix"),
+                                    format!("must be a string, found {}", other.kind_name()),
+                                );
+                                None
+                            }
+                        };
+                        let count = match get(pattern, "count") {
+                            Some(v) => {
+                                let p = format!("{at}.count");
+                                match self.integer(v, &p) {
+                                    Some(n @ 1..=MAX_PICKS) => Some(n as u32),
+                                    Some(n) => {
+                                        self.problem(
+                                            p,
+                                            format!("{n} is out of range (1 to {MAX_PICKS})"),
+                                        );
+                                        None
+                                    }
+                                    None => None,
+                                }
+                            }
+                            None => {
+                                self.problem(
+                                    format!("{at}.count"),
+                                    "missing: how many keys the pattern makes",
+                                );
+                                None
+                            }
+                        };
+                        Some(Keys::Numbered {
+                            prefix: prefix?,
+                            count: count?,
+                        })
+                    }
+                    other => {
+                        self.problem(
+                            at,
+                            format!(
+                                "must be a list of keys or {{\"prefix\": \"user-\", \"count\": 100}}, found {}",
+                                other.kind_name()
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    fn key(&mut self, value: &Json, path: &str) -> Option<String> {
+        match value {
+            Json {
+                kind: JsonKind::String(s),
+                ..
+            } if !s.is_empty() => Some(s.to_string()),
+            other => {
+                self.problem(
+                    path,
+                    format!("must be a non-empty string, found {}", other.kind_name()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A `latency` or `load` event's `destinations`: destination id to a value `read` reads.
+    fn destinations<T>(
+        &mut self,
+        body: &Members,
+        path: &str,
+        read: impl Fn(&mut Reader, &Json, &str) -> Option<T>,
+    ) -> Option<Vec<(String, T)>> {
+        let at = format!("{path}.destinations");
+        match get(body, "destinations") {
+            Some(Json {
+                kind: JsonKind::Object(members),
+                ..
+            }) if !members.is_empty() => {
+                let mut out = Vec::with_capacity(members.len());
+                let mut ok = true;
+                for (id, value) in members {
+                    match read(self, value, &format!("{at}.{id}")) {
+                        Some(v) => out.push((id.to_string(), v)),
+                        None => ok = false,
+                    }
+                }
+                ok.then_some(out)
+            }
+            Some(other) => {
+                self.problem(
+                    at,
+                    format!(
+                        "must be an object of destination id to value, found {}",
+                        if matches!(other.kind, JsonKind::Object(_)) {
+                            "an empty object"
+                        } else {
+                            other.kind_name()
+                        }
+                    ),
+                );
+                None
+            }
+            None => {
+                self.problem(at, "missing: destination id to value");
+                None
+            }
+        }
+    }
+
+    /// A `load` value: a utilization (a number), an `endpoint-load-metrics` header value, or
+    /// `null`.
+    fn load_value(&mut self, value: &Json, path: &str) -> Option<Option<String>> {
+        match value {
+            Json {
+                kind: JsonKind::Null,
+                ..
+            } => Some(None),
+            Json {
+                kind: JsonKind::Number(n),
+                ..
+            } => match n.parse::<f64>() {
+                Ok(u) if u.is_finite() && u >= 0.0 => {
+                    Some(Some(format!("TEXT application_utilization={n}")))
+                }
+                _ => {
+                    self.problem(path, format!("`{n}` is not a utilization (0 or more)"));
+                    None
+                }
+            },
+            Json {
+                kind: JsonKind::String(header),
+                ..
+            } => match load_report::parse(header) {
+                Ok(report) if report.utilization().is_some() => Some(Some(header.to_string())),
+                Ok(_) => {
+                    self.problem(
+                        path,
+                        "the report carries no utilization (application_utilization or cpu_utilization)",
+                    );
+                    None
+                }
+                Err(e) => {
+                    self.problem(path, format!("not an endpoint-load-metrics value: {e}"));
+                    None
+                }
+            },
+            other => {
+                self.problem(
+                    path,
+                    format!(
+                        "expected a utilization, an endpoint-load-metrics value or null, found {}",
+                        other.kind_name()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// A number of `what` above 0.
+    fn positive(&mut self, value: &Json, path: &str, what: &str) -> Option<f64> {
+        match value {
+            Json {
+                kind: JsonKind::Number(n),
+                ..
+            } => match n.parse::<f64>() {
+                Ok(v) if v > 0.0 && v < 1e12 => Some(v),
+                _ => {
+                    self.problem(path, format!("`{n}` is not a number of {what} above 0"));
+                    None
+                }
+            },
+            other => {
+                self.problem(
+                    path,
+                    format!("must be a number of {what}, found {}", other.kind_name()),
+                );
+                None
             }
         }
     }

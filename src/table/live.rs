@@ -14,14 +14,20 @@ use crate::engine::status::EngineStatus;
 use crate::events::HealthEvent;
 
 /// What defines "the table changed" in [`OutputMode::Lines`]: every column except the counters
-/// (in flight, served), which move with every request.
+/// (in flight, served) and the load signals (latency, utilization, the slow-start share), which
+/// move with every request; whether a destination warms up and whether a cluster spills do
+/// count.
 fn health_key(status: &EngineStatus) -> String {
     let mut key = String::new();
     for c in &status.clusters {
-        key.push_str(&format!("{}|{}|{:?}\n", c.id, c.panic, c.best_class));
+        let spilling = c.spill.as_ref().map(|s| s.share > 0.0);
+        key.push_str(&format!(
+            "{}|{}|{:?}|{spilling:?}\n",
+            c.id, c.panic, c.best_class
+        ));
         for d in &c.destinations {
             key.push_str(&format!(
-                "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}\n",
+                "{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}|{}\n",
                 d.id,
                 d.source,
                 d.tier,
@@ -31,7 +37,8 @@ fn health_key(status: &EngineStatus) -> String {
                 d.discovery,
                 d.available,
                 d.in_best_group,
-                d.last_reason
+                d.last_reason,
+                d.slow_start.is_some()
             ));
         }
         for s in &c.sources {
@@ -339,7 +346,7 @@ impl<W: Write> LiveTable<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::status::{ClusterStatus, DestinationStatus};
+    use crate::engine::status::{ClusterStatus, DestinationStatus, SpillStatus};
     use crate::events::{HealthEventKind, PartValue};
     use crate::health::reason::Reason;
     use crate::health::state::{HealthClass, HealthPart, HealthState, ReportedHealth};
@@ -427,6 +434,91 @@ orders   local-2                           0  Healthy    off      Degraded  yes 
 orders   remote-1                      12345  Unhealthy  off      -         no                  0    1500  -
 ";
         assert_eq!(table.render(&s), expected);
+    }
+
+    /// Load columns appear only when some destination has a value, each filled where it has
+    /// one; a cluster that may spill gets a line under the rows saying where it stands.
+    #[test]
+    fn load_signals_and_spill_show_when_present() {
+        let mut s = status();
+        let c = &mut s.clusters[0];
+        c.destinations[0].latency = Some(Duration::from_micros(12_345));
+        c.destinations[1].latency = Some(Duration::from_micros(850));
+        c.destinations[1].utilization = Some(0.42);
+        c.destinations[1].slow_start = Some(0.25);
+        c.spill = Some(SpillStatus {
+            from_tier: 0,
+            to_tier: 1,
+            share: 0.35,
+            latency_ratio: Some(2.1),
+            baseline: Some(Duration::from_millis(12)),
+        });
+        let expected = "\
+CLUSTER  DESTINATION  TIER  ACTIVE     PASSIVE  REPORTED  AVAILABLE   IN FLIGHT  LATENCY  UTIL  SLOW START  LAST CHANGE
+orders   local-1         0  Healthy    off      Healthy   yes (best)         12   12.3ms     -           -  active Unknown -> Healthy: probe HTTP 200
+orders   local-2         0  Healthy    off      Degraded  yes                 0    850us   42%         25%  -
+orders   remote-1        1  Unhealthy  off      -         no                  0        -     -           -  -
+spill orders: tier 0 -> tier 1: 35% of picks; tier 0 at 2.10x its unloaded latency (12.0ms)
+";
+        assert_eq!(StatusTable::new().render(&s), expected);
+
+        // Only latency: only its column; spill not judged yet.
+        let c = &mut s.clusters[0];
+        c.destinations[1].utilization = None;
+        c.destinations[1].slow_start = None;
+        c.spill = Some(SpillStatus {
+            from_tier: 0,
+            to_tier: 1,
+            share: 0.0,
+            latency_ratio: None,
+            baseline: None,
+        });
+        let lines = StatusTable::new().lines(&s);
+        assert!(
+            lines[0].contains("IN FLIGHT  LATENCY  LAST CHANGE"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(
+            lines[4],
+            "spill orders: tier 0 -> tier 1: none; tier 0 not measured yet"
+        );
+    }
+
+    #[test]
+    fn lines_mode_reprints_when_spill_or_warming_starts_not_when_signals_move() {
+        let (live, clock) = live(OutputMode::Lines);
+        let mut live = live.reprint_every(None);
+        let mut s = status();
+        live.update(&s).unwrap();
+        // Latencies move with every request: no reprint.
+        s.clusters[0].destinations[0].latency = Some(Duration::from_millis(3));
+        live.update(&s).unwrap();
+        s.clusters[0].destinations[0].latency = Some(Duration::from_millis(4));
+        live.update(&s).unwrap();
+        clock.advance(Duration::from_secs(1));
+        // A destination starts warming: reprinted; its factor moving is not.
+        s.clusters[0].destinations[1].slow_start = Some(0.1);
+        live.update(&s).unwrap();
+        s.clusters[0].destinations[1].slow_start = Some(0.2);
+        live.update(&s).unwrap();
+        // Spill starts: reprinted; its share moving is not.
+        let spill = |share| SpillStatus {
+            from_tier: 0,
+            to_tier: 1,
+            share,
+            latency_ratio: Some(1.8),
+            baseline: Some(Duration::from_millis(10)),
+        };
+        s.clusters[0].spill = Some(spill(0.0));
+        live.update(&s).unwrap();
+        s.clusters[0].spill = Some(spill(0.3));
+        live.update(&s).unwrap();
+        s.clusters[0].spill = Some(spill(0.4));
+        live.update(&s).unwrap();
+        let out = String::from_utf8(live.into_inner()).unwrap();
+        let tables = out.lines().filter(|l| l.contains("CLUSTER")).count();
+        assert_eq!(tables, 4, "{out}");
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //!
 //! [`StatusTable`] renders an [`EngineStatus`](crate::EngineStatus) as one row per destination: cluster, destination,
 //! tier, active / passive / reported health, whether it is available (and in the best group),
-//! requests in flight, requests served (a counter the caller may supply) and the last change with
-//! its reason. Column widths follow the content.
+//! requests in flight, its load signals when it has any (latency estimate, reported utilization,
+//! slow-start share while it warms up), requests served (a counter the caller may supply) and
+//! the last change with its reason; under the rows, where each cluster's tier spill stands.
+//! Column widths follow the content.
 //!
 //! [`LiveTable`] keeps that table on screen while things change, in one of two [`OutputMode`]s:
 //!
@@ -38,4 +40,4 @@ pub(crate) mod render;
 
 pub use describe::describe_event;
 pub use live::{LiveTable, OutputMode};
-pub use render::{Counter, StatusTable};
+pub use render::{format_latency, spill_summary, Counter, StatusTable};

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::status::{ClusterStatus, DestinationStatus, EngineStatus, SourceStatus};
+use crate::engine::status::{
+    ClusterStatus, DestinationStatus, EngineStatus, SourceStatus, SpillStatus,
+};
 use crate::health::state::{DiscoveryHealth, HealthState};
 
 /// A per-destination counter the caller supplies (for example requests each backend served):
@@ -14,9 +16,11 @@ pub type Counter = dyn Fn(&str, &str) -> Option<u64> + Send + Sync;
 ///
 /// Columns: `CLUSTER`, `DESTINATION`, `SOURCE` and `DISCOVERY` (only when some destination
 /// comes from a discovery source), `TIER`, `ACTIVE`, `PASSIVE`, `REPORTED`, `AVAILABLE`,
-/// `IN FLIGHT`, `SERVED` (only with a [`served`](Self::served) counter) and `LAST CHANGE`. Under
-/// the rows, one line per discovery source: what it watches, how many destinations it has, how
-/// long ago it answered, and whether it is stale or holds a change.
+/// `IN FLIGHT`, the load columns `LATENCY`, `UTIL` and `SLOW START` (each only when some
+/// destination has a value), `SERVED` (only with a [`served`](Self::served) counter) and
+/// `LAST CHANGE`. Under the rows, one line per cluster that may spill to its next tier (where
+/// the spill stands and why), then one line per discovery source: what it watches, how many
+/// destinations it has, how long ago it answered, and whether it is stale or holds a change.
 ///
 /// - `ACTIVE` / `PASSIVE` show `off` when the cluster does not run that check;
 /// - `REPORTED` shows `-` until a probe read a health payload;
@@ -26,6 +30,9 @@ pub type Counter = dyn Fn(&str, &str) -> Option<u64> + Send + Sync;
 ///   (every destination failed its checks and all of them get traffic anyway);
 /// - `SOURCE` is where the destination came from (`config`, or the source's name); `DISCOVERY`
 ///   what that source says about its health (`-` when nothing);
+/// - `LATENCY` is the destination's latency estimate as of its last request (`-` before any),
+///   `UTIL` the utilization its server reports once it counts (`-` otherwise), `SLOW START` the
+///   share of its weight it counts with while it warms up (`-` once warm);
 /// - `LAST CHANGE` is the last health change and its reason, `-` before any.
 ///
 /// Every column is as wide as its widest cell; rows carry no trailing spaces.
@@ -49,7 +56,7 @@ impl Default for StatusTable {
     }
 }
 
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 15] = [
     "CLUSTER",
     "DESTINATION",
     "SOURCE",
@@ -60,13 +67,18 @@ const HEADERS: [&str; 12] = [
     "REPORTED",
     "AVAILABLE",
     "IN FLIGHT",
+    "LATENCY",
+    "UTIL",
+    "SLOW START",
     "SERVED",
     "LAST CHANGE",
 ];
 const SOURCE_COLUMNS: [usize; 2] = [2, 3];
-const SERVED_COLUMN: usize = 10;
+/// `LATENCY`, `UTIL`, `SLOW START`: each shown when some destination has a value.
+const LOAD_COLUMNS: [usize; 3] = [10, 11, 12];
+const SERVED_COLUMN: usize = 13;
 /// Columns aligned to the right (numbers).
-const RIGHT_ALIGNED: [usize; 3] = [4, 9, 10];
+const RIGHT_ALIGNED: [usize; 6] = [4, 9, 10, 11, 12, 13];
 
 impl StatusTable {
     /// A table without a `SERVED` column and with reasons shown in full.
@@ -106,10 +118,10 @@ impl StatusTable {
         text
     }
 
-    /// The table's rows, the header first, then a line per discovery source, without line
-    /// ends.
+    /// The table's rows, the header first, then a line per cluster that may spill and one per
+    /// discovery source, without line ends.
     pub fn lines(&self, status: &EngineStatus) -> Vec<String> {
-        let mut rows: Vec<[String; 12]> = vec![HEADERS.map(String::from)];
+        let mut rows: Vec<[String; 15]> = vec![HEADERS.map(String::from)];
         for cluster in &status.clusters {
             for d in &cluster.destinations {
                 rows.push(self.cells(cluster, d));
@@ -119,9 +131,12 @@ impl StatusTable {
             .clusters
             .iter()
             .any(|c| !c.sources.is_empty() || c.destinations.iter().any(|d| d.source != "config"));
+        // A load column without a value in any row says nothing.
+        let valued = |c: usize| rows[1..].iter().any(|r| r[c] != "-");
         let shown: Vec<usize> = (0..HEADERS.len())
             .filter(|&c| c != SERVED_COLUMN || self.served.is_some())
             .filter(|c| discovered || !SOURCE_COLUMNS.contains(c))
+            .filter(|&c| !LOAD_COLUMNS.contains(&c) || valued(c))
             .collect();
         let widths: Vec<usize> = (0..HEADERS.len())
             .map(|c| rows.iter().map(|r| width(&r[c])).max().unwrap_or(0))
@@ -147,6 +162,12 @@ impl StatusTable {
                 }
                 line
             })
+            .chain(
+                status
+                    .clusters
+                    .iter()
+                    .filter_map(|c| c.spill.as_ref().map(|spill| spill_line(&c.id, spill))),
+            )
             .chain(status.clusters.iter().flat_map(|c| {
                 c.sources
                     .iter()
@@ -155,7 +176,7 @@ impl StatusTable {
             .collect()
     }
 
-    fn cells(&self, cluster: &ClusterStatus, d: &DestinationStatus) -> [String; 12] {
+    fn cells(&self, cluster: &ClusterStatus, d: &DestinationStatus) -> [String; 15] {
         let state = |enabled: bool, s: HealthState| {
             if enabled {
                 s.to_string()
@@ -200,10 +221,61 @@ impl StatusTable {
                 .map_or_else(|| "-".to_string(), |r| r.to_string()),
             available.to_string(),
             d.in_flight.to_string(),
+            d.latency.map_or_else(|| "-".to_string(), format_latency),
+            d.utilization.map_or_else(|| "-".to_string(), percent),
+            d.slow_start.map_or_else(|| "-".to_string(), percent),
             served,
             reason,
         ]
     }
+}
+
+/// A latency estimate: `850us`, `12.3ms`, `1.25s`.
+pub fn format_latency(latency: Duration) -> String {
+    let seconds = latency.as_secs_f64();
+    if seconds < 0.001 {
+        format!("{:.0}us", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.1}ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2}s")
+    }
+}
+
+/// A share or a utilization: `42%`.
+fn percent(value: f64) -> String {
+    format!("{:.0}%", value * 100.0)
+}
+
+/// Where a cluster's tier spill stands: `spill orders: tier 0 -> tier 1: 35% of picks; tier 0 at
+/// 2.10x its unloaded latency (12.0ms)`, `...: none; ...`, or `...: none; tier 0 not measured
+/// yet`.
+pub fn spill_summary(spill: &SpillStatus) -> String {
+    let share = if spill.share > 0.0 {
+        format!("{} of picks", percent(spill.share))
+    } else {
+        "none".to_string()
+    };
+    let why = match (spill.latency_ratio, spill.baseline) {
+        (Some(ratio), Some(baseline)) => format!(
+            "tier {} at {ratio:.2}x its unloaded latency ({})",
+            spill.from_tier,
+            format_latency(baseline)
+        ),
+        (Some(ratio), None) => format!(
+            "tier {} at {ratio:.2}x its unloaded latency",
+            spill.from_tier
+        ),
+        (None, _) => format!("tier {} not measured yet", spill.from_tier),
+    };
+    format!(
+        "tier {} -> tier {}: {share}; {why}",
+        spill.from_tier, spill.to_tier
+    )
+}
+
+fn spill_line(cluster: &str, spill: &SpillStatus) -> String {
+    format!("spill {cluster}: {}", spill_summary(spill))
 }
 
 /// `source payments/dns (Dns svc.test A/AAAA): 3 destinations, generation 5, answered 2.1s ago`,

@@ -8,3 +8,4 @@ mod metrics;
 mod service;
 mod simulate;
 mod simulate_record;
+mod simulate_traffic;

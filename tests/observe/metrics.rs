@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use healthpick::config::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, HealthPolicyOptions,
-    PassiveHealthCheckConfig,
+    LoadReportsConfig, LoadSignalsConfig, PassiveHealthCheckConfig,
 };
 use healthpick::discovery::SourceSpec;
 use healthpick::metrics::*;
@@ -331,6 +331,99 @@ fn an_ejection_its_reactivation_and_active_transitions_are_counted() {
             0,
             "active checks do not eject"
         );
+    });
+}
+
+/// Each destination's latency estimate and reported utilization are gauges, set where the
+/// sample and the report are taken in: the estimate as status shows it after every sample (a
+/// slow answer raises it at once, a fast one pulls it down), the utilization as reported, even
+/// before it counts. A request whose latency nobody took (a policy that does not read latency)
+/// and a cluster that reads no reports leave them alone.
+#[test]
+fn latency_estimates_and_reported_utilization_are_gauges() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let config = Config::new()
+            .cluster(
+                ClusterConfig::new("ewma")
+                    .load_balancing_policy("PeakEwma")
+                    .destination(DestinationConfig::new("a", "http://127.0.0.1:8001/")),
+            )
+            .cluster(
+                ClusterConfig::new("plain")
+                    .load_balancing_policy("RoundRobin")
+                    .load_signals(
+                        LoadSignalsConfig::default()
+                            .load_reports(LoadReportsConfig::default().enabled(false)),
+                    )
+                    .destination(DestinationConfig::new("b", "http://127.0.0.1:8002/")),
+            );
+        let (engine, clock) = manual_engine(config);
+        let a = [(CLUSTER, "ewma"), (DESTINATION, "a")];
+        let b = [(CLUSTER, "plain"), (DESTINATION, "b")];
+        let status_latency = |engine: &Engine| {
+            engine.status().clusters[0].destinations[0]
+                .latency
+                .expect("a sample was taken")
+                .as_secs_f64()
+        };
+        let seen = Seen::take(&snapshotter);
+        assert_eq!(
+            seen.label_sets(DESTINATION_LATENCY, &[(DESTINATION, "a")]),
+            vec![labels(&a)],
+            "registered with the destination, labelled like its other series"
+        );
+        assert_eq!(seen.gauge(DESTINATION_LATENCY, &a), 0.0);
+        assert_eq!(seen.gauge(DESTINATION_UTILIZATION, &a), 0.0);
+
+        // A 40 ms answer: the estimate is 40 ms at once.
+        let pick = engine.pick_endpoint("ewma").unwrap();
+        clock.advance(Duration::from_millis(40));
+        pick.report(RequestOutcome::Status(200));
+        let seen = Seen::take(&snapshotter);
+        let first = seen.gauge(DESTINATION_LATENCY, &a);
+        assert!((first - 0.040).abs() < 1e-6, "{first}");
+        assert_eq!(first, status_latency(&engine));
+
+        // A 10 ms answer a second later pulls it down a little (decay 10 s).
+        clock.advance(Duration::from_secs(1));
+        let pick = engine.pick_endpoint("ewma").unwrap();
+        clock.advance(Duration::from_millis(10));
+        pick.report(RequestOutcome::Success);
+        let seen = Seen::take(&snapshotter);
+        let second = seen.gauge(DESTINATION_LATENCY, &a);
+        assert!(second > 0.010 && second < first, "{second}");
+        assert_eq!(second, status_latency(&engine));
+
+        // Load reports: each sets the gauge, from the first (status counts it only after the
+        // blackout); a malformed one sets nothing.
+        pick.report_load("TEXT application_utilization=0.42, cpu_utilization=0.9");
+        let seen = Seen::take(&snapshotter);
+        assert_eq!(seen.gauge(DESTINATION_UTILIZATION, &a), 0.42);
+        assert_eq!(
+            engine.status().clusters[0].destinations[0].utilization,
+            None
+        );
+        pick.report_load("TEXT cpu_utilization=0.7");
+        pick.report_load("not a load report");
+        let seen = Seen::take(&snapshotter);
+        assert_eq!(seen.gauge(DESTINATION_UTILIZATION, &a), 0.7);
+        pick.report_load("not a load report");
+        let seen = Seen::take(&snapshotter);
+        assert_eq!(seen.gauge(DESTINATION_UTILIZATION, &a), 0.0, "not set");
+        drop(pick);
+
+        // Round robin reads no latency, so nobody timed the request; this cluster reads no
+        // load reports.
+        let pick = engine.pick_endpoint("plain").unwrap();
+        clock.advance(Duration::from_millis(25));
+        pick.report_load("TEXT application_utilization=0.5");
+        pick.report(RequestOutcome::Success);
+        let seen = Seen::take(&snapshotter);
+        assert_eq!(seen.gauge(DESTINATION_LATENCY, &b), 0.0);
+        assert_eq!(seen.gauge(DESTINATION_UTILIZATION, &b), 0.0);
+        assert_eq!(seen.counter(OUTCOMES, &[(CLUSTER, "plain")]), 1);
     });
 }
 
