@@ -192,16 +192,23 @@ const TIER_SPILL_ARMS: ArmList = &[
     ),
 ];
 
-/// The extra engine arms of `cold_start`.
+/// The extra engine arms of `cold_start`: slow start over 30 s with Envoy's linear ramp from
+/// 10%, the same with a quadratic ramp from 1% (`Aggression` 0.5: a slower beginning, for an
+/// instance that starts much slower than it runs), and under PeakEwma.
 const SLOW_START_ARMS: ArmList = &[
     (
         "P2C+SlowStart",
-        r#"{"SlowStart": {"Window": "00:00:20"}}"#,
+        r#"{"SlowStart": {"Window": "00:00:30"}}"#,
+        true,
+    ),
+    (
+        "P2C+SlowStart^2",
+        r#"{"SlowStart": {"Window": "00:00:30", "Aggression": 0.5, "MinWeightPercent": 1}}"#,
         true,
     ),
     (
         "PeakEwma+SlowStart",
-        r#"{"LoadBalancingPolicy": "PeakEwma", "SlowStart": {"Window": "00:00:20"}}"#,
+        r#"{"LoadBalancingPolicy": "PeakEwma", "SlowStart": {"Window": "00:00:30"}}"#,
         true,
     ),
 ];

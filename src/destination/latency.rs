@@ -11,8 +11,12 @@
 //! The estimate lives in one 64-bit cell of its cluster's signal pool (`signals.rs`): the
 //! estimate in seconds as an `f32` in the high half, the engine-clock millisecond of its last
 //! sample in the low half (wrapping after 49 days, which only shortens one decay). A cell of 0
-//! has no sample yet. Samples are written with a compare-and-swap on the outcome path, reads
-//! are one load: no lock anywhere.
+//! has no sample yet. A destination that joins a cluster starts with the cluster's default RTT
+//! as of its joining, marked as no sample (a negative estimate): it fades like an estimate, so
+//! that a newcomer to a cluster whose destinations answer faster than the default still gets
+//! tried, as tower's balancer does, but it shows as no estimate and the first real sample
+//! replaces it whatever its value. Samples are written with a compare-and-swap on the outcome
+//! path, reads are one load: no lock anywhere.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,7 +52,7 @@ pub(crate) fn record(
     let mut current = cell.load(Ordering::Relaxed);
     loop {
         let next = match decode(current) {
-            Some((estimate, _)) if sample > estimate => sample,
+            Some((estimate, _)) if sample > estimate || is_provisional(current) => sample,
             Some((estimate, at_ms)) => {
                 let decay = decay_factor(now_ms.wrapping_sub(at_ms), settings);
                 estimate * decay + sample * (1.0 - decay)
@@ -82,7 +86,11 @@ pub(crate) fn estimate(cell: &AtomicU64, now: Duration, settings: &LatencySettin
 
 /// The estimate in `cell` as of its last sample, if it has one (for the status view).
 pub(crate) fn last_estimate(cell: &AtomicU64) -> Option<Duration> {
-    decode(cell.load(Ordering::Relaxed)).map(|(estimate, _)| Duration::from_secs_f64(estimate))
+    let value = cell.load(Ordering::Relaxed);
+    if is_provisional(value) {
+        return None;
+    }
+    decode(value).map(|(estimate, _)| Duration::from_secs_f64(estimate))
 }
 
 /// e^(-elapsed / decay).
@@ -100,6 +108,19 @@ fn millis(at: Duration) -> u32 {
     at.as_millis() as u32
 }
 
+/// Gives a destination that just joined, with no sample yet, the default RTT as of `now`: it
+/// fades from there until the first sample replaces it.
+pub(crate) fn start(cell: &AtomicU64, now: Duration, settings: &LatencySettings) {
+    let provisional = -(settings.default_rtt.as_secs_f64() as f32).max(f32::MIN_POSITIVE);
+    let value = u64::from(provisional.to_bits()) << 32 | u64::from(millis(now));
+    let _ = cell.compare_exchange(0, value, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+/// Whether the cell holds the default a destination started with, not a sample.
+fn is_provisional(cell: u64) -> bool {
+    cell >> 63 == 1
+}
+
 fn encode(estimate: f64, at_ms: u32) -> u64 {
     // A positive estimate keeps the high half non-zero, so no encoded value is 0 ("no
     // sample"); a sample of exactly 0 is stored as the smallest positive f32.
@@ -109,7 +130,12 @@ fn encode(estimate: f64, at_ms: u32) -> u64 {
 
 #[inline]
 fn decode(cell: u64) -> Option<(f64, u32)> {
-    (cell != 0).then(|| (f64::from(f32::from_bits((cell >> 32) as u32)), cell as u32))
+    (cell != 0).then(|| {
+        (
+            f64::from(f32::from_bits((cell >> 32) as u32)).abs(),
+            cell as u32,
+        )
+    })
 }
 
 #[cfg(test)]
@@ -164,6 +190,25 @@ mod tests {
         assert!((later - 0.5 * (-2.0f64).exp()).abs() < 1e-4, "{later}");
         // Reading writes nothing.
         assert!(close(last_estimate(&cell).unwrap(), ms(500)));
+    }
+
+    /// A newcomer starts at the default RTT as of its joining, fading like an estimate; it is
+    /// no estimate to show, and the first sample replaces it even when lower.
+    #[test]
+    fn a_newcomer_starts_at_a_fading_default_that_any_sample_replaces() {
+        let settings = LatencySettings::default();
+        let cell = AtomicU64::new(0);
+        start(&cell, ms(1000), &settings);
+        assert!(close(estimate(&cell, ms(1000), &settings), ms(30)));
+        let later = estimate(&cell, ms(11_000), &settings).as_secs_f64();
+        assert!((later - 0.03 * (-1.0f64).exp()).abs() < 1e-5, "{later}");
+        assert_eq!(last_estimate(&cell), None);
+        record(&cell, ms(5), ms(11_000), &settings);
+        assert!(close(estimate(&cell, ms(11_000), &settings), ms(5)));
+        assert!(close(last_estimate(&cell).unwrap(), ms(5)));
+        // A destination with samples keeps them.
+        start(&cell, ms(12_000), &settings);
+        assert!(close(last_estimate(&cell).unwrap(), ms(5)));
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::config::read::read;
 use crate::config::validate::{sort_in_document_order, validate};
 use crate::destination::attributes::DestinationAttributes;
 use crate::destination::endpoint::Endpoint;
+use crate::destination::latency;
 use crate::destination::locality::Locality;
 use crate::destination::signals::SignalPool;
 use crate::destination::state::{DestinationRecords, DestinationState};
@@ -435,6 +436,10 @@ impl ClusterRuntime {
             &self.signals,
             now,
         );
+        // Newcomers start from the default RTT as of now (see `destination/latency.rs`).
+        for d in &merged.members {
+            latency::start(d.signals.latency(), now, &settings.signals.latency);
+        }
         book.sources[position].members = merged.members;
         let registered = book.sources[position].state.is_some();
         if source != CONFIG_SOURCE && !registered && book.sources[position].members.is_empty() {

@@ -202,3 +202,34 @@ impl NowMs for ManualClock {
         self.now().as_millis()
     }
 }
+
+/// A destination that joins with no sample starts at the default RTT (30 ms), fading as an
+/// idle estimate does: where the others answer in 10 ms it gets no pick at first, and is tried
+/// once its default has faded below them, about 11 s on (30 x e^(-t / 10 s) < 10).
+#[test]
+fn a_newcomer_is_tried_once_its_default_has_faded() {
+    let clock = Arc::new(ManualClock::new());
+    let engine = engine(&clock, cluster(&[("a", 1.0), ("b", 1.0)]));
+    time_each(&engine, &clock, &[("a", 10), ("b", 10)]);
+    engine
+        .apply_config(Config::new().cluster(cluster(&[("a", 1.0), ("b", 1.0), ("new", 1.0)])))
+        .unwrap();
+    let joined = healthpick::Clock::now(&*clock);
+    let mut first = None;
+    for _ in 0..200 {
+        // Ten requests every 100 ms, one at a time, each answered in 10 ms.
+        for _ in 0..10 {
+            let pick = engine.pick_endpoint("c").unwrap();
+            if pick.destination().id() == "new" && first.is_none() {
+                first = Some(healthpick::Clock::now(&*clock) - joined);
+            }
+            clock.advance(ms(10));
+            pick.report(RequestOutcome::Status(200));
+        }
+    }
+    let first = first.expect("the newcomer was tried");
+    assert!(
+        first > Duration::from_secs(9) && first < Duration::from_secs(13),
+        "{first:?}"
+    );
+}
