@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use tokio_util::sync::DropGuard;
 
+use crate::config::affinity::SessionAffinityConfig;
 use crate::config::diagnostics::{ConfigError, Diagnostic, Severity};
 use crate::config::discovery::DiscoveryConfig;
 #[cfg(feature = "dns")]
@@ -27,6 +28,7 @@ use crate::config::metadata::CONSECUTIVE_FAILURES_THRESHOLD_KEY;
 use crate::config::model::{
     ActiveHealthCheckConfig, ClusterConfig, Config, DestinationConfig, PassiveHealthCheckConfig,
 };
+use crate::config::traffic::{LoadSignalsConfig, SlowStartConfig, TierSpillConfig};
 use crate::discovery::runner::{build as build_source, Built, Discovery};
 use crate::discovery::source::PollSource;
 use crate::engine::fast_path::PickHandle;
@@ -64,6 +66,11 @@ pub struct EndpointSetBuilder {
     max_concurrent_probes: usize,
     /// Passive health checks of the requests the set's picks report; off by default.
     passive: Option<PassiveHealthCheckConfig>,
+    /// Traffic shaping: latency and load signals, tier spill, slow start, affinity.
+    load_signals: LoadSignalsConfig,
+    tier_spill: TierSpillConfig,
+    slow_start: Option<SlowStartConfig>,
+    session_affinity: Option<SessionAffinityConfig>,
 }
 
 impl EndpointSetBuilder {
@@ -149,6 +156,53 @@ impl EndpointSetBuilder {
         self
     }
 
+    /// Lets the preferred URLs spill into the others under load instead of only when none is
+    /// available ([`SpillMode::Load`](crate::config::SpillMode::Load)); see
+    /// [tiers](crate::guide::tiers). Spill judges the preferred tier by the latency of the
+    /// requests its picks report, so report each outcome (or call through the wrapped client).
+    /// Default: strict.
+    ///
+    /// ```
+    /// use healthpick::config::{SlowStartConfig, SpillMode, TierSpillConfig};
+    /// use healthpick::EndpointSet;
+    /// use std::time::Duration;
+    ///
+    /// let endpoints = EndpointSet::builder(["http://10.0.0.1:8080", "http://10.9.0.1:8080"])
+    ///     .preferred_base_urls(["http://10.0.0.1:8080"])
+    ///     .load_balancing_policy("PeakEwma")
+    ///     .tier_spill(TierSpillConfig::default().mode(SpillMode::Load))
+    ///     .slow_start(SlowStartConfig::new(Duration::from_secs(30)))
+    ///     .build()?;
+    /// # drop(endpoints);
+    /// # Ok::<(), healthpick::ConfigError>(())
+    /// ```
+    pub fn tier_spill(mut self, spill: TierSpillConfig) -> Self {
+        self.tier_spill = spill;
+        self
+    }
+
+    /// Warms up endpoints that become available (new, or back from a failure) over a window.
+    /// Default: off.
+    pub fn slow_start(mut self, slow_start: SlowStartConfig) -> Self {
+        self.slow_start = Some(slow_start);
+        self
+    }
+
+    /// How latency estimates and reported load are kept (for `PeakEwma` and tier spill).
+    /// Default: 10 s decay, 30 ms before the first sample, reports read.
+    pub fn load_signals(mut self, signals: LoadSignalsConfig) -> Self {
+        self.load_signals = signals;
+        self
+    }
+
+    /// Sends requests with the same affinity key to the same endpoint
+    /// ([`EndpointSet::pick_endpoint_for_key`], or the key the wrapped client reads from each
+    /// request). Default: off.
+    pub fn session_affinity(mut self, affinity: SessionAffinityConfig) -> Self {
+        self.session_affinity = Some(affinity);
+        self
+    }
+
     /// Builds the set.
     ///
     /// # Errors
@@ -191,7 +245,17 @@ impl EndpointSetBuilder {
             Some(passive) => cluster.passive(passive.clone()),
             None => cluster,
         };
+        let cluster = match &self.slow_start {
+            Some(slow_start) => cluster.slow_start(slow_start.clone()),
+            None => cluster,
+        };
+        let cluster = match &self.session_affinity {
+            Some(affinity) => cluster.session_affinity(affinity.clone()),
+            None => cluster,
+        };
         cluster
+            .load_signals(self.load_signals.clone())
+            .tier_spill(self.tier_spill.clone())
             .load_balancing_policy(self.load_balancing_policy.clone())
             .metadata(
                 CONSECUTIVE_FAILURES_THRESHOLD_KEY,
@@ -272,6 +336,19 @@ fn builder_path(path: &str) -> String {
     }
     if named("LoadBalancingPolicy") {
         return "load_balancing_policy".into();
+    }
+    for (section, method) in [
+        ("TierSpill", "tier_spill"),
+        ("SlowStart", "slow_start"),
+        ("LoadSignals", "load_signals"),
+        ("SessionAffinity", "session_affinity"),
+    ] {
+        let within = key.len() > section.len()
+            && key[..section.len()].eq_ignore_ascii_case(section)
+            && key.as_bytes()[section.len()] == b':';
+        if within {
+            return format!("{method} ({})", &key[section.len() + 1..]);
+        }
     }
     if key.len() > "Metadata:".len() && key[.."Metadata:".len()].eq_ignore_ascii_case("Metadata:") {
         return "failure_threshold".into();
@@ -359,6 +436,10 @@ impl EndpointSet {
             load_balancing_policy: "Random".into(),
             max_concurrent_probes: 64,
             passive: None,
+            load_signals: LoadSignalsConfig::default(),
+            tier_spill: TierSpillConfig::default(),
+            slow_start: None,
+            session_affinity: None,
         }
     }
 
@@ -469,8 +550,25 @@ impl EndpointSet {
     /// # Errors
     /// As [`Engine::pick_endpoint`].
     pub async fn pick_endpoint(&self) -> Result<PickHandle, PickError> {
+        self.pick_ready(None).await
+    }
+
+    /// [`pick_endpoint`](Self::pick_endpoint) for a request that carries an affinity key: with
+    /// [`session_affinity`](EndpointSetBuilder::session_affinity) on, the same key goes to the
+    /// same endpoint while it is available and not loaded beyond its bound.
+    ///
+    /// # Errors
+    /// As [`Engine::pick_endpoint_for_key`].
+    pub async fn pick_endpoint_for_key(
+        &self,
+        key: impl AsRef<[u8]>,
+    ) -> Result<PickHandle, PickError> {
+        self.pick_ready(Some(key.as_ref())).await
+    }
+
+    async fn pick_ready(&self, key: Option<&[u8]>) -> Result<PickHandle, PickError> {
         let engine = &self.inner.engine;
-        if let Some(pick) = engine.pick_endpoint_if_ready(Self::CLUSTER) {
+        if let Some(pick) = engine.pick_endpoint_if_ready(Self::CLUSTER, key) {
             return pick;
         }
         if !engine.first_round_done(Self::CLUSTER)
@@ -490,7 +588,11 @@ impl EndpointSet {
                 tokio::spawn(async move { running.0.refresh().await });
             }
         }
-        engine.pick_endpoint_ready(Self::CLUSTER).await
+        engine.wait_for_warm_up(Self::CLUSTER, Duration::MAX).await;
+        match key {
+            Some(key) => engine.pick_endpoint_for_key(Self::CLUSTER, key),
+            None => engine.pick_endpoint(Self::CLUSTER),
+        }
     }
 
     /// Starts the background refresh job: a refresh every interval until the returned handle is

@@ -21,6 +21,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// The drain delay when none is set with [`Backend::set_drain_delay`].
@@ -34,6 +35,9 @@ struct Shared {
     served: Arc<AtomicU64>,
     /// Time each non-health request takes, in microseconds.
     latency_us: AtomicU64,
+    /// How many non-health requests it serves at once, the rest waiting in line (FIFO), as a
+    /// server with a fixed pool of workers; `None`: no limit.
+    workers: Mutex<Option<Arc<Semaphore>>>,
 }
 
 impl Shared {
@@ -70,6 +74,7 @@ impl Backend {
             drain_delay: Mutex::new(DEFAULT_DRAIN_DELAY),
             served: Arc::new(AtomicU64::new(0)),
             latency_us: AtomicU64::new(0),
+            workers: Mutex::new(None),
         });
         *shared.draining.lock().unwrap() = shared.fresh_draining();
         let addr = listener.local_addr()?;
@@ -106,6 +111,13 @@ impl Backend {
     pub fn set_latency(&self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.shared.latency_us.store(us, Ordering::Relaxed);
+    }
+
+    /// Serves at most `workers` non-health requests at once; the others wait in line, first come
+    /// first served, as on a server with a fixed pool of workers (default: no limit). With
+    /// [`set_latency`](Self::set_latency) it has a capacity: `workers / latency` a second.
+    pub fn set_workers(&self, workers: usize) {
+        *self.shared.workers.lock().unwrap() = Some(Arc::new(Semaphore::new(workers)));
     }
 
     /// Sets the status its health payload reports (`Degraded`: 200, ranked below healthy
@@ -201,6 +213,12 @@ async fn handle(
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body)))
     } else {
+        let workers = shared.workers.lock().unwrap().clone();
+        // Tokio's semaphore is fair: waiting requests get a worker in arrival order.
+        let _worker = match &workers {
+            Some(workers) => Some(workers.acquire().await.expect("never closed")),
+            None => None,
+        };
         let latency = shared.latency_us.load(Ordering::Relaxed);
         if latency > 0 {
             tokio::time::sleep(Duration::from_micros(latency)).await;

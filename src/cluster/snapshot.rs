@@ -100,10 +100,13 @@ impl ClusterSnapshot {
         if let (Some(_), Some(previous)) = (slow_start, previous) {
             mark_newly_available(&previous.available, &availability.destinations, now);
         }
-        let ramp: Vec<f64> = best
-            .iter()
-            .map(|d| slow_start.map_or(1.0, |ramp| warmth(ramp, d, now)))
-            .collect();
+        let ramp_of = |group: &[Arc<Destination>]| -> Vec<f64> {
+            group
+                .iter()
+                .map(|d| slow_start.map_or(1.0, |ramp| warmth(ramp, d, now)))
+                .collect()
+        };
+        let ramp = ramp_of(&best);
         let policy = &settings.policies.load_balancing.policy;
         let spill_to = match best.first() {
             Some(first)
@@ -129,8 +132,10 @@ impl ClusterSnapshot {
             .zip(&ramp)
             .map(|(d, factor)| d.weight() * factor)
             .collect();
+        // The spill group ramps its newcomers too.
+        let spill_ramp = spill_to.as_deref().map(ramp_of).unwrap_or_default();
         let ramp_due = slow_start
-            .filter(|_| ramp.iter().any(|&f| f < 1.0))
+            .filter(|_| ramp.iter().chain(&spill_ramp).any(|&f| f < 1.0))
             .map(|ramp| now + ramp_step(ramp));
         let tier = best.first().map(|d| d.tier());
         let kept = previous.filter(|p| {
@@ -158,7 +163,11 @@ impl ClusterSnapshot {
                 }
                 _ => Arc::new(SpillState::new(from_tier, to_tier, now)),
             };
-            let weights: Vec<f64> = group.iter().map(|d| d.weight()).collect();
+            let weights: Vec<f64> = group
+                .iter()
+                .zip(&spill_ramp)
+                .map(|(d, factor)| d.weight() * factor)
+                .collect();
             match previous.filter(|p| {
                 Arc::ptr_eq(&p.state, &state)
                     && p.group
@@ -170,7 +179,8 @@ impl ClusterSnapshot {
                     state,
                 },
                 None => {
-                    let group = Group::new(group, weights, shared_counts, rules);
+                    let group =
+                        Group::new(group, weights, shared_counts, rules).ramping(spill_ramp);
                     Spill {
                         picker: policy.prepare(&group),
                         group: Arc::new(group),

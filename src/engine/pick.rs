@@ -293,7 +293,7 @@ impl Engine {
         max_wait: Duration,
     ) -> Result<PickHandle, PickError> {
         // The usual case: one snapshot load, then the pick itself.
-        if let Some(pick) = self.pick_endpoint_if_ready(cluster) {
+        if let Some(pick) = self.pick_endpoint_if_ready(cluster, None) {
             return pick;
         }
         self.wait_for_warm_up(cluster, max_wait).await;
@@ -302,7 +302,7 @@ impl Engine {
 
     /// Waits for the warm-up of `cluster` while it runs, at most the probe timeout and at most
     /// `max_wait`.
-    async fn wait_for_warm_up(&self, cluster: &str, max_wait: Duration) {
+    pub(crate) async fn wait_for_warm_up(&self, cluster: &str, max_wait: Duration) {
         if let Some(runtime) = self.core.table().get(cluster).cloned() {
             let timeout = runtime.cell.load().settings.probing.map(|p| p.timeout);
             if let Some(timeout) = timeout {
@@ -326,8 +326,9 @@ impl Engine {
     pub(crate) fn pick_endpoint_if_ready(
         &self,
         cluster: &str,
+        key: Option<&[u8]>,
     ) -> Option<Result<PickHandle, PickError>> {
-        match fast_path::pick(&self.core, cluster, None, true).into_result() {
+        match fast_path::pick(&self.core, cluster, key, true).into_result() {
             Err(Miss::Warming) => None,
             picked => Some(picked.map_err(|miss| miss.error(cluster))),
         }

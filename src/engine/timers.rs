@@ -141,7 +141,7 @@ impl Timers {
     /// Starts the task that fires timers on time, if a tokio runtime is at hand.
     fn start_driver(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation and held-change confirmation fire only when Engine::fire_due_timers is called");
+            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation, held-change confirmation, slow-start steps and tier-spill decisions happen only when Engine::fire_due_timers is called");
             return;
         };
         if self.driver_started.swap(true, AtomicOrdering::AcqRel) {

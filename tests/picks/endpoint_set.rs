@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use healthpick::config::{
+    AffinityPolicy, LoadSignalsConfig, SessionAffinityConfig, SlowStartConfig, SpillMode,
+    TierSpillConfig,
+};
 use healthpick::probe::PROBE_USER_AGENT;
 use healthpick::{EndpointSet, HealthClass, HealthState, ReportedHealth};
 use tokio::time::Instant;
@@ -530,4 +534,79 @@ async fn passive_checks_leave_an_endpoint_whose_requests_fail() {
     assert_eq!(status.passive, HealthState::Unhealthy, "{status:?}");
     assert_eq!(status.active, HealthState::Healthy);
     assert_eq!(picked(&set, 20).await, [b.url()]);
+}
+
+/// With session affinity on, a key picked through the set stays on one endpoint, and keys
+/// spread over the endpoints; an unkeyed pick still balances.
+#[tokio::test]
+async fn keyed_picks_of_a_set_stay_on_one_endpoint() {
+    let mut servers = Vec::new();
+    for _ in 0..4 {
+        servers.push(HttpServer::start(|_| Reply::payload("Healthy")).await);
+    }
+    let set = EndpointSet::builder(servers.iter().map(|s| s.url()))
+        .session_affinity(SessionAffinityConfig::new(AffinityPolicy::CustomHeader))
+        .build()
+        .unwrap();
+    // Every endpoint probed first: a pick during the first probes takes the first to answer.
+    set.refresh().await;
+    let mut homes = Vec::new();
+    for key in 0..40 {
+        let key = format!("cart-{key}");
+        // Each handle dropped at once: a key's endpoint holding requests may pass its bound.
+        let first = set.pick_endpoint_for_key(&key).await.unwrap();
+        let home = first.destination().id().to_string();
+        drop(first);
+        for _ in 0..5 {
+            let again = set.pick_endpoint_for_key(&key).await.unwrap();
+            assert_eq!(again.destination().id(), home, "{key}");
+        }
+        if !homes.contains(&home) {
+            homes.push(home);
+        }
+    }
+    assert_eq!(homes.len(), 4, "40 keys over 4 endpoints: {homes:?}");
+    assert_eq!(picked(&set, 200).await.len(), 4);
+}
+
+/// Tier spill, slow start and load signals set on the builder reach the set's cluster: under
+/// `Load` the status shows where spill stands; their bad values are named by builder method.
+#[tokio::test]
+async fn the_builder_sets_traffic_shaping_and_names_its_errors() {
+    let (local, remote) = (
+        HttpServer::start(|_| Reply::payload("Healthy")).await,
+        HttpServer::start(|_| Reply::payload("Healthy")).await,
+    );
+    let spill = TierSpillConfig::default().mode(SpillMode::Load);
+    let set = EndpointSet::builder([local.url(), remote.url()])
+        .preferred_base_urls([local.url()])
+        .load_balancing_policy("PeakEwma")
+        .tier_spill(spill.clone())
+        .slow_start(SlowStartConfig::new(Duration::from_secs(30)))
+        .build()
+        .unwrap();
+    set.refresh().await;
+    let status = set.engine().status();
+    let spill_status = status.clusters[0].spill.as_ref().expect("spill under Load");
+    assert_eq!((spill_status.from_tier, spill_status.to_tier), (0, 1));
+    assert_eq!(spill_status.share, 0.0);
+    assert_eq!(picked(&set, 50).await, vec![local.url()]);
+
+    let error = EndpointSet::builder([local.url()])
+        .tier_spill(spill.upper_mark(1.1))
+        .slow_start(SlowStartConfig::new(Duration::ZERO))
+        .load_signals(LoadSignalsConfig::default().decay_time(Duration::ZERO))
+        .build()
+        .expect_err("bad settings");
+    let paths: Vec<&str> = error.errors.iter().map(|d| d.path.as_str()).collect();
+    for expected in [
+        "tier_spill (UpperMark)",
+        "slow_start (Window)",
+        "load_signals (DecayTime)",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "{expected} missing from {paths:?}"
+        );
+    }
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use healthpick::config::{
-    ActiveHealthCheckConfig, ClusterConfig, DestinationConfig, SpillMode, TierSpillConfig,
+    ActiveHealthCheckConfig, ClusterConfig, DestinationConfig, SlowStartConfig, SpillMode,
+    TierSpillConfig,
 };
 use healthpick::{
     Config, Engine, HealthEvent, HealthEventKind, ManualClock, PickHandle, ProbeResult,
@@ -21,12 +22,16 @@ fn ms(v: u64) -> Duration {
 }
 
 fn cluster(mode: SpillMode, policy: &str) -> ClusterConfig {
+    cluster_of(mode, policy, &["a", "b", "r1", "r2", "r3", "r4"])
+}
+
+/// Tier 0 is the ids not starting with `r`.
+fn cluster_of(mode: SpillMode, policy: &str, ids: &[&str]) -> ClusterConfig {
     let mut cluster = ClusterConfig::new("c")
         .load_balancing_policy(policy)
         .tier_spill(TierSpillConfig::default().mode(mode))
         .active(ActiveHealthCheckConfig::enabled())
         .metadata("ConsecutiveFailuresHealthPolicy.Threshold", "1");
-    let ids = ["a", "b", "r1", "r2", "r3", "r4"];
     for (i, id) in ids.iter().enumerate() {
         let tier = u32::from(id.starts_with('r'));
         let address = format!("http://127.0.0.1:{}/", 32_000 + i);
@@ -45,12 +50,16 @@ struct Run {
 
 impl Run {
     fn new(mode: SpillMode, policy: &str) -> Run {
+        Run::with(cluster(mode, policy))
+    }
+
+    fn with(cluster: ClusterConfig) -> Run {
         let clock = Arc::new(ManualClock::new());
         let engine = Engine::builder()
             .seed(2)
             .clock(clock.clone())
             .event_capacity(4_096)
-            .build_with(Config::new().cluster(cluster(mode, policy)))
+            .build_with(Config::new().cluster(cluster))
             .unwrap();
         let events = engine.subscribe();
         Run {
@@ -231,4 +240,39 @@ fn spill_decisions_replay_exactly() {
     let first = trace();
     assert!(!first.1.is_empty());
     assert_eq!(first, trace());
+}
+
+/// A destination that joins the tier taking the spill warms up there as anywhere: its share of
+/// the spilled picks follows its slow-start factor, and is a full one once its window is over.
+#[test]
+fn a_newcomer_to_the_spill_tier_warms_up() {
+    let window = Duration::from_secs(10);
+    let ids = ["a", "b", "r1", "r2", "r3", "r4"];
+    let with_slow_start = |ids: &[&str]| {
+        cluster_of(SpillMode::Load, "RoundRobin", ids).slow_start(SlowStartConfig::new(window))
+    };
+    let mut run = Run::with(with_slow_start(&ids));
+    run.phase(5, ms(10));
+    run.phase(3, ms(40));
+    assert!(run.share() > 0.1, "spilling: {}", run.share());
+
+    let joined = [&ids[..], &["r5"]].concat();
+    run.engine
+        .apply_config(Config::new().cluster(with_slow_start(&joined)))
+        .unwrap();
+    let share_of_r5 = |picks: &HashMap<String, usize>| {
+        let remote: usize = picks
+            .iter()
+            .filter(|(id, _)| id.starts_with('r'))
+            .map(|(_, n)| n)
+            .sum();
+        picks.get("r5").copied().unwrap_or(0) as f64 / remote as f64
+    };
+    // Its first two seconds: a factor of at most 0.2 among four of weight 1.
+    let early = run.phase(2, ms(40));
+    assert!(share_of_r5(&early) < 0.05, "{early:?}");
+    run.phase(8, ms(40));
+    // Past its window: an even fifth of the spill.
+    let late = run.phase(2, ms(40));
+    assert!((share_of_r5(&late) - 0.2).abs() < 0.02, "{late:?}");
 }
