@@ -102,10 +102,7 @@ fn signal_rules(config: &ClusterConfig) -> SignalRules {
     let signals = config.load_signals_setting();
     let reports = signals.load_reports_setting();
     SignalRules {
-        latency: LatencySettings {
-            decay: signals.decay_time_setting(),
-            default_rtt: signals.default_rtt_setting(),
-        },
+        latency: LatencySettings::new(signals.decay_time_setting(), signals.default_rtt_setting()),
         reports: reports.enabled_setting().then(|| ReportRules {
             blackout: reports.blackout_setting(),
             expiration: reports.expiration_setting(),

@@ -24,19 +24,35 @@ use std::time::Duration;
 /// The decay time and the estimate before the first sample, from the cluster's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencySettings {
-    /// How fast lower samples pull the estimate down, and how fast it fades without samples.
-    pub decay: Duration,
     /// The estimate of a destination that has had no sample yet.
     pub default_rtt: Duration,
+    /// Minus one over the decay time in milliseconds: every read of an estimate decays it, so
+    /// the division is made once here.
+    per_ms: f32,
+}
+
+impl LatencySettings {
+    /// `decay`: how fast lower samples pull the estimate down, and how fast it fades without
+    /// samples.
+    pub fn new(decay: Duration, default_rtt: Duration) -> Self {
+        let decay_ms = decay.as_secs_f64() * 1000.0;
+        // A zero decay (refused by validation) forgets at once.
+        let per_ms = if decay_ms > 0.0 {
+            (-1.0 / decay_ms) as f32
+        } else {
+            -f32::MAX
+        };
+        LatencySettings {
+            default_rtt,
+            per_ms,
+        }
+    }
 }
 
 impl Default for LatencySettings {
     /// Decay 10 s, default RTT 30 ms.
     fn default() -> Self {
-        LatencySettings {
-            decay: Duration::from_secs(10),
-            default_rtt: Duration::from_millis(30),
-        }
+        LatencySettings::new(Duration::from_secs(10), Duration::from_millis(30))
     }
 }
 
@@ -78,7 +94,8 @@ pub(crate) fn estimate(cell: &AtomicU64, now: Duration, settings: &LatencySettin
     match decode(cell.load(Ordering::Relaxed)) {
         Some((estimate, at_ms)) => {
             let decay = decay_factor(millis(now).wrapping_sub(at_ms), settings);
-            Duration::from_secs_f64(estimate * decay)
+            // Whole nanoseconds, from a non-negative finite estimate.
+            Duration::from_nanos((estimate * decay * 1e9) as u64)
         }
         None => settings.default_rtt,
     }
@@ -93,14 +110,10 @@ pub(crate) fn last_estimate(cell: &AtomicU64) -> Option<Duration> {
     decode(value).map(|(estimate, _)| Duration::from_secs_f64(estimate))
 }
 
-/// e^(-elapsed / decay).
+/// e^(-elapsed / decay), in single precision: the estimate is stored in it.
 #[inline]
 fn decay_factor(elapsed_ms: u32, settings: &LatencySettings) -> f64 {
-    let tau_ms = settings.decay.as_secs_f64() * 1000.0;
-    if tau_ms <= 0.0 {
-        return 0.0;
-    }
-    (-f64::from(elapsed_ms) / tau_ms).exp()
+    f64::from((elapsed_ms as f32 * settings.per_ms).exp())
 }
 
 fn millis(at: Duration) -> u32 {
@@ -164,10 +177,7 @@ mod tests {
     /// its age gives the old estimate.
     #[test]
     fn peaks_replace_and_lower_samples_decay_in() {
-        let settings = LatencySettings {
-            decay: Duration::from_secs(10),
-            default_rtt: ms(30),
-        };
+        let settings = LatencySettings::new(Duration::from_secs(10), ms(30));
         let cell = AtomicU64::new(0);
         record(&cell, ms(10), ms(0), &settings);
         record(&cell, ms(200), ms(1), &settings);

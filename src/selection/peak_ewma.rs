@@ -48,10 +48,10 @@ impl PeakEwmaPicker {
             Some(_) => in_flight / view.weight(index) + 1.0,
             None => in_flight + 1.0,
         };
-        let idle = view
-            .utilization(index)
-            .map_or(1.0, |u| 1.0 - u.clamp(0.0, 0.99));
-        latency * queue / idle
+        match view.utilization(index) {
+            Some(u) => latency * queue / (1.0 - u.clamp(0.0, 0.99)),
+            None => latency * queue,
+        }
     }
 }
 
