@@ -31,7 +31,7 @@ struct Seen {
     wrong: AtomicU64,
 }
 
-/// Four threads pick `main` and `extra` while the test thread alternates 10,000 times between
+/// Four threads pick `main` and `extra` while the test thread alternates 20,000 times between
 /// a document with `extra` and one without it, through `load_json` and `apply_config` in turn.
 /// A pick of `extra` finds the cluster with its three destinations or no cluster at all: never
 /// an empty one. (More picking threads than cores is what makes a picker lose its core between
@@ -69,7 +69,7 @@ fn a_cluster_enters_and_leaves_with_its_destinations_in_one_publication() {
             errors
         }));
     }
-    for round in 0..10_000 {
+    for round in 0..20_000 {
         let document_has_extra = round % 2 == 1;
         if round % 4 < 2 {
             let text = if document_has_extra {

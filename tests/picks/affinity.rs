@@ -77,11 +77,11 @@ fn a_key_goes_to_the_same_destination_every_time() {
     );
 }
 
-/// 10 destinations, 200,000 keys: removing one moves only its own keys (about a tenth), adding
+/// 10 destinations, 1,000,000 keys: removing one moves only its own keys (about a tenth), adding
 /// an eleventh only the keys it takes (about an eleventh).
 #[test]
 fn removing_or_adding_a_destination_moves_only_its_share_of_keys() {
-    const KEYS: usize = 200_000;
+    const KEYS: usize = 1_000_000;
     let ten = ids(10);
     let engine = engine(&ten, redistribute());
     let before = mapping(&engine, KEYS);
