@@ -18,7 +18,9 @@
 //! 2. west-3 registers: the source's query, blocked at eu-west's index, is answered at once
 //!    and the picks follow — no polling;
 //! 3. west-2's check turns `warning`: Draining, ranked last (with Degraded destinations):
-//!    picks go to west-1 and west-3 only;
+//!    picks go to west-1 and west-3 only. Queries of a datacenter start at least `MinRefresh`
+//!    apart, whatever the agent answers (200 ms here, 5 s by default), so a change that comes
+//!    right after another is seen up to that long later;
 //! 4. every eu-west check turns `critical`: nothing left in tier 0, so picks fail over to the
 //!    second datacenter of the list, central-1;
 //! 5. eu-west passes again: picks come back.
@@ -30,9 +32,9 @@
 //! 2. west-3 registers           -> west-1 west-2 west-3 west-1 west-2 west-3
 //!    (picks followed 1 ms after the change: the eu-west query blocked at index 11 for 47 ms answered it)
 //! 3. west-2 check warning       -> west-1 west-3 west-1 west-3 west-1 west-3
-//!    (west-2 is Draining, ranked last; picks followed 2 ms after the change)
+//!    (west-2 is Draining, ranked last; picks followed 193 ms after the change)
 //! 4. eu-west all critical       -> central-1 central-1 central-1 central-1 central-1 central-1
-//!    (failover to eu-central, tier 1; picks followed 2 ms after the change)
+//!    (failover to eu-central, tier 1; picks followed 197 ms after the change)
 //! 5. eu-west passing again      -> west-1 west-2 west-3 west-1 west-2 west-3
 //! ok: picks followed blocking queries, a warning ranked last, and the second datacenter took over
 //! ```
@@ -108,7 +110,7 @@ async fn run() -> Result<(), Error> {
               "Discovery": {{
                 "Type": "Consul", "Service": "{SERVICE}", "Address": "{}",
                 "Datacenters": ["eu-west", "eu-central"], "Token": "{TOKEN}",
-                "Wait": "00:00:30", "Timeout": "00:00:02"
+                "Wait": "00:00:30", "Timeout": "00:00:02", "MinRefresh": "00:00:00.2"
               }} }} }} }} }}"#,
         agent.url
     ))?;
@@ -138,7 +140,7 @@ async fn run() -> Result<(), Error> {
         ],
     );
     wait_for("west-3 in", || {
-        destinations(&engine).contains_key("west-3/payments")
+        destinations(&engine).contains_key("eu-west/west-3/payments")
     })
     .await?;
     let followed = changed.elapsed();
@@ -174,7 +176,7 @@ async fn run() -> Result<(), Error> {
         ],
     );
     wait_for("west-2 Draining", || {
-        destinations(&engine).get("west-2/payments") == Some(&DiscoveryHealth::Draining)
+        destinations(&engine).get("eu-west/west-2/payments") == Some(&DiscoveryHealth::Draining)
     })
     .await?;
     let followed = changed.elapsed();
@@ -203,7 +205,7 @@ async fn run() -> Result<(), Error> {
     wait_for("all of eu-west Unhealthy", || {
         destinations(&engine)
             .iter()
-            .filter(|(id, _)| id.starts_with("west-"))
+            .filter(|(id, _)| id.starts_with("eu-west/"))
             .all(|(_, health)| *health == DiscoveryHealth::Unhealthy)
     })
     .await?;

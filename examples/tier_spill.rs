@@ -15,7 +15,8 @@
 //! 3. back to 400 a second: once the local tier has stayed calm for the dwell, the share is
 //!    withdrawn step by step and the spill stops;
 //! 4. a third local instance joins: it starts at 10% of its weight and ramps to a full share
-//!    over its 4 s window.
+//!    over its 4 s window (under `PowerOfTwoChoices` an idle newcomer also wins against a busy
+//!    instance, so its first second's share is above that 10%).
 //!
 //! ```text
 //! 1. 400/s for 2 s     -> local 100.0%  remote 0.0%  p99 12 ms  errors 0
@@ -212,8 +213,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         "4. local-3 joins     -> its share of the local calls, second by second: {}",
         line.join(", ")
     );
-    // At the start of its window it takes far less than an even third; at the end about that.
-    if shares[0] > 0.2 || shares[4] < 0.25 {
+    // At the start of its window it takes much less than at the end, when it has about an even
+    // third. (Under PowerOfTwoChoices an idle newcomer also wins against a busy instance, so
+    // its first second is above the 10% of its weight it starts with.)
+    if shares[0] * 1.5 > shares[4] || shares[4] < 0.25 {
         return Err(format!("local-3 did not warm up: shares {shares:.2?}").into());
     }
     println!(
