@@ -84,7 +84,7 @@ impl Draws<'_> {
     pub fn next_u64(self) -> u64 {
         match self {
             Draws::Own(rng) => rng.next_u64(),
-            Draws::Seeded(rng) => rng.lock().next_u64(),
+            Draws::Seeded(rng) => seeded_u64(rng),
         }
     }
 
@@ -117,6 +117,14 @@ impl Draws<'_> {
         let j = self.index(n - 1);
         (i, j + usize::from(j >= i))
     }
+}
+
+/// A draw of the engine's seeded generator: reproducible runs, not the fast path. Out of line,
+/// so that the lock stays out of the picks that draw from their own thread's generator.
+#[cold]
+#[inline(never)]
+fn seeded_u64(rng: &Mutex<SmallRng>) -> u64 {
+    rng.lock().next_u64()
 }
 
 /// `draw` scaled to `0..n` by a multiply and a shift (Lemire's method without the rejection
