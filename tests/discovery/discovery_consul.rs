@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use healthpick::config::{ConsulSourceConfig, GuardPolicy, RefreshBounds};
 use healthpick::discovery::consul::ConsulSource;
 use healthpick::discovery::{SourceSpec, SourceTask};
-use healthpick::{DiscoveryHealth, Engine, SourceStatus};
+use healthpick::{DiscoveryHealth, Engine};
 
 use crate::support::consul::{entry, Agent, Mode};
+use crate::support::status::{ids, source};
 use crate::support::waits::until;
 
 fn engine() -> Engine {
@@ -39,20 +40,6 @@ fn config(agent: &Agent) -> ConsulSourceConfig {
         .address(agent.url.parse().unwrap())
         .wait(Duration::from_secs(2))
         .timeout(Duration::from_millis(500))
-}
-
-fn ids(engine: &Engine) -> Vec<String> {
-    let mut ids: Vec<String> = engine.status().clusters[0]
-        .destinations
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn source(engine: &Engine) -> SourceStatus {
-    engine.status().clusters[0].sources[0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

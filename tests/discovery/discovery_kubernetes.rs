@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use healthpick::config::{GuardMode, GuardPolicy, KubernetesSourceConfig, RefreshBounds};
 use healthpick::discovery::kubernetes::KubernetesSource;
 use healthpick::discovery::{SourceSpec, SourceTask};
-use healthpick::{DestinationStatus, DiscoveryHealth, Engine, SourceStatus};
+use healthpick::{DestinationStatus, DiscoveryHealth, Engine};
 
 use crate::support::kubernetes::{endpoint, ready, slice, FakeApiServer};
+use crate::support::status::source;
 use crate::support::waits::{until, until_within};
 
 fn engine() -> Engine {
@@ -57,10 +58,6 @@ fn destination(engine: &Engine, id: &str) -> DestinationStatus {
         .into_iter()
         .find(|d| d.id == id)
         .unwrap_or_else(|| panic!("no destination {id}"))
-}
-
-fn source(engine: &Engine) -> SourceStatus {
-    engine.status().clusters[0].sources[0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::status::{ids, source};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -20,7 +21,7 @@ use healthpick::config::{
 use healthpick::discovery::consul::{parse_entries, ConsulSource};
 use healthpick::discovery::etcd::{parse_value, EtcdSource};
 use healthpick::discovery::{SourceSpec, SourceTask};
-use healthpick::{Endpoint, Engine, SourceStatus};
+use healthpick::{Endpoint, Engine};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -119,20 +120,6 @@ async fn until(description: &str, mut what: impl FnMut() -> bool) {
 
 fn engine() -> Engine {
     Engine::from_json(r#"{"Clusters": {"web": {}}}"#).unwrap()
-}
-
-fn ids(engine: &Engine) -> Vec<String> {
-    let mut ids: Vec<String> = engine.status().clusters[0]
-        .destinations
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn source(engine: &Engine) -> SourceStatus {
-    engine.status().clusters[0].sources[0].clone()
 }
 
 /// A Consul agent that answers every query at once with the entries of the datacenter it

@@ -9,10 +9,11 @@
 use std::time::{Duration, Instant};
 
 use crate::support::kubernetes::{ready, slice, Expiry, FakeApiServer};
+use crate::support::status::{ids, source};
 use healthpick::config::{GuardMode, GuardPolicy, KubernetesSourceConfig, RefreshBounds};
 use healthpick::discovery::kubernetes::KubernetesSource;
 use healthpick::discovery::{SourceSpec, SourceTask};
-use healthpick::{Engine, HealthEvent, HealthEventKind, SourceStatus};
+use healthpick::{Engine, HealthEvent, HealthEventKind};
 use tokio::sync::broadcast;
 
 const MIN_REFRESH: Duration = Duration::from_millis(200);
@@ -46,20 +47,6 @@ fn start(engine: &Engine, fake: &FakeApiServer, max_refresh: Duration) -> Source
         .unwrap()
         .refresh(RefreshBounds::new(MIN_REFRESH, max_refresh))
         .start(publisher)
-}
-
-fn ids(engine: &Engine) -> Vec<String> {
-    let mut ids: Vec<String> = engine.status().clusters[0]
-        .destinations
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn source(engine: &Engine) -> SourceStatus {
-    engine.status().clusters[0].sources[0].clone()
 }
 
 /// The events seen so far.

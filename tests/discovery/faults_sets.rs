@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::status::ids;
 use healthpick::config::{GuardMode, GuardPolicy};
 use healthpick::discovery::{Publisher, SourceSpec};
 use healthpick::{Endpoint, Engine, ManualClock, SourceStatus};
@@ -44,16 +45,6 @@ fn source(engine: &Engine, name: &str) -> SourceStatus {
         .find(|s| s.name == name)
         .cloned()
         .unwrap_or_else(|| panic!("no source {name}"))
-}
-
-fn ids(engine: &Engine) -> Vec<String> {
-    let mut ids: Vec<String> = engine.status().clusters[0]
-        .destinations
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    ids.sort();
-    ids
 }
 
 /// `s1` (ConfirmAfter 30 s) has `{a}`; `{}` is held at 0 s; `s1` is registered again with

@@ -35,7 +35,7 @@ use healthpick::discovery::kubernetes::KubernetesSource;
 use healthpick::discovery::{
     poll, Answer, BoxFuture, ConfigFile, PollSource, SourceError, SourceSpec,
 };
-use healthpick::{Endpoint, Engine, HealthEventKind, SourceStatus};
+use healthpick::{Endpoint, Engine, HealthEventKind};
 use parking_lot::Mutex;
 use proptest::prelude::*;
 use serde_json::json;
@@ -56,20 +56,6 @@ fn bounds() -> RefreshBounds {
 
 fn engine() -> Engine {
     Engine::from_json(r#"{"Clusters": {"c": {}}}"#).unwrap()
-}
-
-fn ids(engine: &Engine) -> Vec<String> {
-    let mut ids: Vec<String> = engine.status().clusters[0]
-        .destinations
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn source(engine: &Engine) -> SourceStatus {
-    engine.status().clusters[0].sources[0].clone()
 }
 
 /// The default guard: an emptying answer is held, so the last good set stays.
@@ -557,6 +543,7 @@ async fn etcd_watch(State(gateway): State<Gateway>) -> Response {
     )))
 }
 
+use crate::support::status::{ids, source};
 use futures::StreamExt as _;
 
 /// Against an etcd gateway that fails, answers garbage, cancels every watch (compacted),

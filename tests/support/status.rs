@@ -1,9 +1,9 @@
-//! An engine's status as the tests read it: one destination, and the next probe round's
-//! result.
+//! An engine's status as the tests read it: one destination, the first cluster's ids and
+//! source, and the next probe round's result.
 
 use std::time::Duration;
 
-use healthpick::{DestinationStatus, Engine};
+use healthpick::{DestinationStatus, Engine, SourceStatus};
 
 use super::waits::eventually;
 
@@ -16,6 +16,22 @@ pub fn destination(engine: &Engine, cluster: &str, id: &str) -> DestinationStatu
         .destination(id)
         .unwrap_or_else(|| panic!("no destination `{id}` in `{cluster}`"))
         .clone()
+}
+
+/// The ids of the engine's first cluster's destinations, sorted.
+pub fn ids(engine: &Engine) -> Vec<String> {
+    let mut ids: Vec<String> = engine.status().clusters[0]
+        .destinations
+        .iter()
+        .map(|d| d.id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The status of the engine's first cluster's first source.
+pub fn source(engine: &Engine) -> SourceStatus {
+    engine.status().clusters[0].sources[0].clone()
 }
 
 /// Waits until a probe round of `cluster` newer than `after` (an engine-clock `last_probe`) has
