@@ -26,7 +26,7 @@ impl LocalRng {
     }
 
     /// 64 uniform random bits.
-    #[inline]
+    #[inline(always)]
     pub fn next_u64(&self) -> u64 {
         let mut rng = fastrand::Rng::with_seed(self.0.get());
         let draw = rng.u64(..);
@@ -80,7 +80,7 @@ pub(crate) enum Draws<'a> {
 
 impl Draws<'_> {
     /// 64 uniform random bits.
-    #[inline]
+    #[inline(always)]
     pub fn next_u64(self) -> u64 {
         match self {
             Draws::Own(rng) => rng.next_u64(),
@@ -89,7 +89,7 @@ impl Draws<'_> {
     }
 
     /// Uniform in `0..n`; 0 when `n` is 0. See [`scaled_index`].
-    #[inline]
+    #[inline(always)]
     pub fn index(self, n: usize) -> usize {
         if n <= 1 {
             return 0;
@@ -98,7 +98,7 @@ impl Draws<'_> {
     }
 
     /// Two distinct uniform indices in `0..n`; `(0, 0)` when `n` < 2. See [`two_distinct_of`].
-    #[inline]
+    #[inline(always)]
     pub fn two_distinct(self, n: usize) -> (usize, usize) {
         if n < 2 {
             return (0, 0);

@@ -81,6 +81,13 @@ pub(crate) struct WarmUp {
 }
 
 impl ClusterSnapshot {
+    /// Whether its picks are shaped beyond the policy's choice in the best group: they may
+    /// spill to the next tier, follow an affinity key, or read latency (and time the request).
+    #[inline]
+    pub fn shaped(&self) -> bool {
+        self.spill.is_some() || self.affinity.is_some() || self.signals.reads_latency()
+    }
+
     /// Runs the cluster's available-destinations policy over `members`, finds the best group and
     /// lets the load balancer prepare for it, at engine-clock time `now`. When the best group is
     /// the one `previous` picked from (same destinations, weights and policy), it is kept with

@@ -87,17 +87,25 @@ pub(crate) fn record(
     }
 }
 
-/// The estimate in `cell` as of engine-clock time `now`: decayed towards zero since its last
-/// sample; the default RTT before the first one.
+/// The estimate in `cell` as of engine-clock time `now`, in seconds: decayed towards zero since
+/// its last sample; the default RTT before the first one.
 #[inline]
-pub(crate) fn estimate(cell: &AtomicU64, now: Duration, settings: &LatencySettings) -> Duration {
+pub(crate) fn estimate_secs(cell: &AtomicU64, now: Duration, settings: &LatencySettings) -> f64 {
     match decode(cell.load(Ordering::Relaxed)) {
         Some((estimate, at_ms)) => {
-            let decay = decay_factor(millis(now).wrapping_sub(at_ms), settings);
-            // Whole nanoseconds, from a non-negative finite estimate.
-            Duration::from_nanos((estimate * decay * 1e9) as u64)
+            estimate * decay_factor(millis(now).wrapping_sub(at_ms), settings)
         }
-        None => settings.default_rtt,
+        None => settings.default_rtt.as_secs_f64(),
+    }
+}
+
+/// [`last_estimate`], or the default RTT before the first sample, in seconds.
+#[inline]
+pub(crate) fn last_estimate_secs(cell: &AtomicU64, settings: &LatencySettings) -> f64 {
+    let value = cell.load(Ordering::Relaxed);
+    match decode(value) {
+        Some((estimate, _)) if !is_provisional(value) => estimate,
+        _ => settings.default_rtt.as_secs_f64(),
     }
 }
 
@@ -157,6 +165,10 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    fn estimate(cell: &AtomicU64, now: Duration, settings: &LatencySettings) -> Duration {
+        Duration::from_secs_f64(estimate_secs(cell, now, settings))
     }
 
     fn close(a: Duration, b: Duration) -> bool {

@@ -66,7 +66,7 @@ impl Chunk {
     }
 
     /// The shared in-flight count of the place numbered `place` (a place of this chunk).
-    #[inline]
+    #[inline(always)]
     pub fn in_flight(&self, place: u32) -> &AtomicU32 {
         &self.in_flight[place as usize % CHUNK]
     }
@@ -228,7 +228,7 @@ impl ThreadCounts {
     }
 
     /// The count of place `place` (covered: see [`ThreadCounts::covers`]).
-    #[inline]
+    #[inline(always)]
     pub fn count(&self, place: u32) -> &AtomicU32 {
         &self.counts[place as usize]
     }

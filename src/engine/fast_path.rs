@@ -15,11 +15,15 @@
 //!    memory. When the group changes the thread takes a new ticket (one small allocation a thread
 //!    and change of the group). A group the policy reads no counts of comes with this thread's
 //!    own counts.
-//! 3. **The choice.** A group of one is its destination. A larger one goes to the picker the
-//!    cluster's policy prepared for it (see `selection/balancing.rs`), in one dynamic call with a
+//! 3. **The choice.** A cluster whose picks are shaped (they may spill to the next tier, follow
+//!    an affinity key, or read latency) first asks the spill share, then the key's destination,
+//!    and reads the clock (the one clock read of the path); the others, most clusters, go
+//!    straight to their policy's choice. A group of one is its destination. A larger one goes
+//!    to the picker the cluster's policy prepared for it (see `selection/balancing.rs`): a
+//!    common form runs in place, a policy's own picker gets one dynamic call with a
 //!    [`PickView`]: the group and its load signals, this thread's random generator (or the
 //!    engine's seeded one), this thread's round-robin counter, the request's affinity key and,
-//!    when the policy reads latency, the time of the pick (the one clock read of the path).
+//!    when the policy reads latency, the time of the pick.
 //! 4. **The count.** The handle counts its destination in flight, in the cluster's shared count
 //!    when the policy compares counts, in this thread's own count otherwise; it holds the ticket
 //!    and the place it counted at, and takes the count back there when dropped, on whatever
@@ -353,9 +357,10 @@ impl Picking<'_> {
     }
 }
 
-/// A pick with what the thread holds for the cluster: from the group the best group spills to
-/// when the spill takes this pick, else from the best group. Keyed picks of a cluster with
-/// affinity stay with their key's destination: its load bound spreads them.
+/// A pick with what the thread holds for the cluster. A cluster whose picks are shaped (they
+/// may spill, follow an affinity key or read latency) goes through [`pick_shaped`]; the rest,
+/// most clusters, pick from the best group in place, with nothing but their policy's choice and
+/// the count between the snapshot and the handle.
 #[inline(always)]
 fn pick_held(
     snapshot: &ClusterSnapshot,
@@ -364,26 +369,39 @@ fn pick_held(
     key: Option<&[u8]>,
     clock: &dyn Clock,
 ) -> Picked {
+    if snapshot.shaped() {
+        return pick_shaped(snapshot, held, draws, key, clock);
+    }
+    let view = || PickView::new(&held.ticket.group, draws, &held.counter, key, None);
+    choose(snapshot, &held.ticket, &snapshot.picker, view, None)
+}
+
+/// A pick of a cluster whose picks are shaped: from the group the best group spills to when
+/// the spill takes this pick, else from the best group; timed from here when the policy reads
+/// latency. Keyed picks of a cluster with affinity stay with their key's destination: its load
+/// bound spreads them.
+#[inline(never)]
+fn pick_shaped(
+    snapshot: &ClusterSnapshot,
+    held: &Held,
+    draws: Draws<'_>,
+    key: Option<&[u8]>,
+    clock: &dyn Clock,
+) -> Picked {
+    let now = snapshot.signals.reads_latency().then(|| clock.now());
     if let (Some(spill), Some(ticket)) = (&snapshot.spill, &held.spill) {
         let keyed = key.is_some() && snapshot.affinity.is_some();
         if !keyed && spill.state.takes(draws) {
             let counter = &held.spill_counter;
-            return pick_with(snapshot, ticket, &spill.picker, counter, draws, key, clock);
+            return pick_with(snapshot, ticket, &spill.picker, counter, draws, key, now);
         }
     }
-    pick_with(
-        snapshot,
-        &held.ticket,
-        &snapshot.picker,
-        &held.counter,
-        draws,
-        key,
-        clock,
-    )
+    let (ticket, counter) = (&held.ticket, &held.counter);
+    pick_with(snapshot, ticket, &snapshot.picker, counter, draws, key, now)
 }
 
-/// A pick from the group `ticket` holds, by `picker`. Inlined into each way in (the pick cache,
-/// a retry's group, a pick from inside a pick), so that the pick path is one function.
+/// A pick from the group `ticket` holds, by `picker`, or by the affinity key where the cluster
+/// has affinity; `now`: the time of the pick, when the policy reads latency.
 #[inline(always)]
 fn pick_with(
     snapshot: &ClusterSnapshot,
@@ -392,10 +410,9 @@ fn pick_with(
     counter: &Cell<usize>,
     draws: Draws<'_>,
     key: Option<&[u8]>,
-    clock: &dyn Clock,
+    now: Option<Duration>,
 ) -> Picked {
     let group = &*ticket.group;
-    let now = snapshot.signals.reads_latency().then(|| clock.now());
     if let (Some(key), Some(affinity), false) = (key, &snapshot.affinity, group.is_empty()) {
         let total = group
             .total()
@@ -412,10 +429,25 @@ fn pick_with(
             Err(AffinityMiss::NoCandidate) => {}
         }
     }
+    let view = || PickView::new(group, draws, counter, key, now);
+    choose(snapshot, ticket, picker, view, now)
+}
+
+/// The policy's choice in the group `ticket` holds (`view`: what its picker reads), counted in
+/// flight for the handle.
+#[inline(always)]
+fn choose<'a>(
+    snapshot: &ClusterSnapshot,
+    ticket: &'a Arc<Ticket>,
+    picker: &Picker,
+    view: impl Fn() -> PickView<'a>,
+    now: Option<Duration>,
+) -> Picked {
+    let group = &*ticket.group;
     let (index, place) = match group.len() {
         0 => return Picked::miss(nothing_to_pick(snapshot)),
         1 => (0, group.place(0)),
-        n => picker.pick(n, || PickView::new(group, draws, counter, key, now)),
+        n => picker.pick(n, view),
     };
     count(ticket, index, place, now)
 }
@@ -455,16 +487,10 @@ pub(crate) fn pick_from_group(
     });
     // One value of the cluster's shared counter: the most a pick takes.
     let counter = Cell::new(snapshot.counter.shared.fetch_add(1, Ordering::Relaxed));
+    let now = snapshot.signals.reads_latency().then(|| clock.now());
     with_thread_generator(|own| {
-        pick_with(
-            snapshot,
-            &ticket,
-            &picker,
-            &counter,
-            source.draws(own),
-            key,
-            clock,
-        )
+        let draws = source.draws(own);
+        pick_with(snapshot, &ticket, &picker, &counter, draws, key, now)
     })
 }
 
@@ -555,7 +581,7 @@ impl Ticket {
     }
 
     /// The count a pick of the destination at place `place` writes.
-    #[inline]
+    #[inline(always)]
     fn count(&self, place: u32) -> &AtomicU32 {
         match &self.own {
             Some(own) => own.count(place),

@@ -8,8 +8,8 @@
 //! What a picker reads at pick time:
 //!
 //! - each destination's **requests in flight** ([`PickView::in_flight`]),
-//! - its **latency estimate** ([`PickView::latency`]: a peak-sensitive moving average of its
-//!   request latencies),
+//! - its **latency estimate** ([`PickView::latency`], or [`PickView::latency_secs`] to compute
+//!   a cost with: a peak-sensitive moving average of its request latencies),
 //! - its **weight** ([`PickView::weight`]: its configured weight, times its slow-start factor
 //!   while it warms up),
 //! - the request's **affinity key**, when the caller gave one ([`PickView::key`]),
@@ -193,11 +193,13 @@ impl Signals {
     };
 
     /// Whether picks read in-flight counts.
+    #[inline]
     pub fn reads_in_flight(self) -> bool {
         self.in_flight
     }
 
     /// Whether picks read latency estimates.
+    #[inline]
     pub fn reads_latency(self) -> bool {
         self.latency
     }
@@ -384,7 +386,7 @@ impl Group {
     }
 
     /// The place in the cluster's signal pool of the destination at `index`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn place(&self, index: usize) -> u32 {
         if self.run != NO_RUN {
             self.run + index as u32
@@ -394,7 +396,7 @@ impl Group {
     }
 
     /// The chunk place `place` of the group is in.
-    #[inline]
+    #[inline(always)]
     fn chunk(&self, place: u32) -> &Chunk {
         if (place as usize) < CHUNK {
             &self.first
@@ -404,7 +406,7 @@ impl Group {
     }
 
     /// The shared in-flight count of place `place` of the group.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn shared_count(&self, place: u32) -> &AtomicU32 {
         self.chunk(place).in_flight(place)
     }
@@ -568,13 +570,20 @@ impl<'a> PickView<'a> {
     /// ([`Signals::LATENCY`]), else as of the destination's last sample.
     #[inline]
     pub fn latency(&self, index: usize) -> Duration {
+        // Whole nanoseconds, from a non-negative finite estimate.
+        Duration::from_nanos((self.latency_secs(index) * 1e9) as u64)
+    }
+
+    /// [`latency`](Self::latency) in seconds: for a policy that computes a cost with it.
+    #[inline]
+    pub fn latency_secs(&self, index: usize) -> f64 {
         let group = self.group;
         let place = group.place(index);
         let cell = group.chunk(place).latency(place);
         let rules = &group.rules.latency;
         match self.now {
-            Some(now) => latency::estimate(cell, now, rules),
-            None => latency::last_estimate(cell).unwrap_or(rules.default_rtt),
+            Some(now) => latency::estimate_secs(cell, now, rules),
+            None => latency::last_estimate_secs(cell, rules),
         }
     }
 

@@ -42,7 +42,7 @@ impl PeakEwmaPicker {
     /// reported utilization.
     #[inline]
     fn cost(&self, view: &PickView<'_>, index: usize) -> f64 {
-        let latency = view.latency(index).as_secs_f64();
+        let latency = view.latency_secs(index);
         let in_flight = view.in_flight(index) as f64;
         let queue = match self.by_weight {
             Some(_) => in_flight / view.weight(index) + 1.0,

@@ -19,6 +19,11 @@ impl Pick for KeyOrFastestPicker {
         if let Some(key) = view.key() {
             return usize::from(key.first().copied().unwrap_or(0)) % view.len();
         }
+        for i in 0..view.len() {
+            // The estimate in seconds is the same estimate.
+            let (secs, latency) = (view.latency_secs(i), view.latency(i).as_secs_f64());
+            assert!((secs - latency).abs() < 1e-9, "{secs} vs {latency}");
+        }
         (0..view.len())
             .min_by_key(|&i| view.latency(i))
             .unwrap_or(0)
