@@ -2,11 +2,16 @@
 //! (PeakEWMA), the load measure of Finagle's and linkerd's balancers and of tower's
 //! `load::PeakEwma`.
 //!
-//! A sample above the estimate replaces it at once, so a destination that turns slow is seen
-//! as slow by the next pick; a lower sample pulls the estimate down with decay time `tau`
-//! (after `tau` of silence an old estimate counts for 1/e). Read at pick time, the estimate
-//! also decays towards zero with the time since its last sample, so a destination that got no
-//! requests because it looked slow eventually looks cheap, gets one, and is measured again.
+//! The estimate decays towards zero with decay time `tau` (after `tau` it counts for 1/e), so a
+//! destination that got no requests because it looked slow eventually looks cheap, gets one,
+//! and is measured again. A sample above the estimate as of now replaces it at once, so a
+//! destination that turns slow is seen as slow by the next pick; a lower one is blended in with
+//! the weight of its own duration. That is the estimator of tower and Finagle, whose every pick
+//! decays the candidates' estimates to the time of the pick, so that a request's sample meets
+//! an estimate as old as the request: an estimate that a peak raised comes back down to the
+//! destination's current latency within `tau` x ln(peak / current), whether or not requests
+//! keep coming (a destination that starts cold is back to its share as soon as it is fast).
+//! Here picks only read the estimate and the sample applies the decay since the last one.
 //!
 //! The estimate lives in one 64-bit cell of its cluster's signal pool (`signals.rs`): the
 //! estimate in seconds as an `f32` in the high half, the engine-clock millisecond of its last
@@ -63,17 +68,24 @@ pub(crate) fn record(
     now: Duration,
     settings: &LatencySettings,
 ) {
+    let sample_ms = sample.as_secs_f64() * 1000.0;
     let sample = sample.as_secs_f64();
     let now_ms = millis(now);
     let mut current = cell.load(Ordering::Relaxed);
     loop {
         let next = match decode(current) {
-            Some((estimate, _)) if sample > estimate || is_provisional(current) => sample,
-            Some((estimate, at_ms)) => {
-                let decay = decay_factor(now_ms.wrapping_sub(at_ms), settings);
-                estimate * decay + sample * (1.0 - decay)
+            Some((estimate, at_ms)) if !is_provisional(current) => {
+                let decayed = estimate * decay_factor(now_ms.wrapping_sub(at_ms), settings);
+                if sample > decayed {
+                    sample
+                } else {
+                    // The weight an estimate read at the request's pick keeps after it.
+                    let kept = f64::from((sample_ms as f32 * settings.per_ms).exp());
+                    decayed * kept + sample * (1.0 - kept)
+                }
             }
-            None => sample,
+            // No sample yet: the first replaces the default.
+            _ => sample,
         };
         match cell.compare_exchange_weak(
             current,
@@ -185,8 +197,8 @@ mod tests {
         assert!(close(estimate(&cell, ms(5000), &settings), ms(12)));
     }
 
-    /// A higher sample replaces the estimate at once; a lower one pulls it down by the weight
-    /// its age gives the old estimate.
+    /// A higher sample replaces the estimate at once; a lower one meets the estimate decayed to
+    /// its time and is blended in with the weight of its own duration.
     #[test]
     fn peaks_replace_and_lower_samples_decay_in() {
         let settings = LatencySettings::new(Duration::from_secs(10), ms(30));
@@ -194,11 +206,39 @@ mod tests {
         record(&cell, ms(10), ms(0), &settings);
         record(&cell, ms(200), ms(1), &settings);
         assert!(close(estimate(&cell, ms(1), &settings), ms(200)));
-        // 10 s later a 10 ms sample: the old estimate weighs 1/e.
+        // 10 s later a 10 ms sample: the old estimate has decayed to 1/e, and keeps the
+        // weight of 10 ms against it.
         record(&cell, ms(10), ms(10_001), &settings);
-        let expected = 0.2 * (-1.0f64).exp() + 0.01 * (1.0 - (-1.0f64).exp());
+        let decayed = 0.2 * (-1.0f64).exp();
+        let kept = (-0.001f64).exp();
+        let expected = decayed * kept + 0.01 * (1.0 - kept);
         let got = last_estimate(&cell).unwrap().as_secs_f64();
         assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+    }
+
+    /// After a peak, the estimate comes back down to the current latency at least at the
+    /// decay's pace while lower samples keep coming: 200 ms, then 10 ms samples every 10 ms;
+    /// after 30 s (three decay times, 200 ms x e^-3 = 10 ms) it reads the current 10 ms.
+    #[test]
+    fn a_peak_fades_to_the_current_latency_while_samples_keep_coming() {
+        let settings = LatencySettings::new(Duration::from_secs(10), ms(30));
+        let cell = AtomicU64::new(0);
+        record(&cell, ms(200), ms(0), &settings);
+        for step in 1..=3_000 {
+            record(&cell, ms(10), ms(step * 10), &settings);
+        }
+        let at_30s = estimate(&cell, ms(30_000), &settings);
+        assert!(at_30s < Duration::from_micros(10_500), "{at_30s:?}");
+        assert!(at_30s >= ms(10) - Duration::from_micros(1), "{at_30s:?}");
+        // Half-way the decay alone has brought the peak to 200 ms x e^-1.5 = 44.6 ms, and the
+        // samples, each weighing its 10 ms against the 10 s decay, to below 20 ms.
+        let cell = AtomicU64::new(0);
+        record(&cell, ms(200), ms(0), &settings);
+        for step in 1..=1_500 {
+            record(&cell, ms(10), ms(step * 10), &settings);
+        }
+        let at_15s = estimate(&cell, ms(15_000), &settings);
+        assert!(at_15s > ms(10) && at_15s < ms(20), "{at_15s:?}");
     }
 
     /// Without samples a read decays towards zero, so a destination that looked slow looks

@@ -4,11 +4,14 @@
 //!
 //! A pick reads and writes signals of destinations it does not otherwise touch, so they sit
 //! together: 10,000 destinations' counts take 40 KiB, where their destinations take over a
-//! megabyte. Each destination holds one [`Place`] for its whole life, in a chunk of
-//! [`CHUNK`] places that never moves; the place is given back when the destination is dropped
+//! megabyte. Each destination holds one [`Place`] for its whole life, in a chunk of places that
+//! never moves; the place is given back when the destination is dropped
 //! (nothing can be in flight to it then) and handed out again lowest first, so that
 //! destinations published together sit together and a group's places usually run on one after
-//! another (`selection/balancing.rs` finds such a group's counts by adding its index).
+//! another (`selection/balancing.rs` finds such a group's counts by adding its index). A pool's
+//! chunks all have the size its first publication asked for ([`SignalPool::reserve`]): 1,024
+//! places, or as many as a larger cluster brings at first (up to 65,536), so that a large
+//! group's counts are one array a pick indexes, not a chunk to look up first.
 //!
 //! Counts are written where their readers need them. A policy that compares in-flight counts on
 //! every pick (PowerOfTwoChoices, LeastRequests, PeakEwma) reads each destination's one shared
@@ -35,46 +38,64 @@ pub struct SignalRules {
     pub reports: Option<ReportRules>,
 }
 
-/// Places per chunk.
-pub(crate) const CHUNK: usize = 1024;
+/// log2 of the fewest places a chunk has (1,024).
+pub(crate) const MIN_CHUNK_BITS: u32 = 10;
 
-/// [`CHUNK`] destinations' signals: the shared in-flight counts, the latency estimates (see
+/// log2 of the most places a chunk has (65,536): beyond, a large first publication takes
+/// several chunks.
+const MAX_CHUNK_BITS: u32 = 16;
+
+/// One chunk of places' signals: the shared in-flight counts, the latency estimates (see
 /// `latency.rs` for what a latency cell holds) and the reported loads (`reported_load.rs`).
 pub(crate) struct Chunk {
-    in_flight: [AtomicU32; CHUNK],
-    /// Apart from the counts, so that the counts of a cluster's chunks sit as close together as
-    /// the allocator puts 4 KiB blocks.
-    latency: Box<[AtomicU64; CHUNK]>,
-    load: Box<[AtomicU64; CHUNK]>,
-    load_since: Box<[AtomicU32; CHUNK]>,
+    /// Its own allocation, which a group keeps at hand for its first chunk's counts.
+    in_flight: Arc<[AtomicU32]>,
+    latency: Box<[AtomicU64]>,
+    load: Box<[AtomicU64]>,
+    load_since: Box<[AtomicU32]>,
     /// Its position among its pool's chunks.
     number: u32,
+    /// log2 of its number of places.
+    bits: u32,
     /// The pool its places are given back to.
     pool: Weak<PoolState>,
 }
 
 impl Chunk {
-    fn new(number: u32, pool: Weak<PoolState>) -> Self {
+    fn new(number: u32, bits: u32, pool: Weak<PoolState>) -> Self {
+        let len = 1usize << bits;
         Chunk {
-            in_flight: std::array::from_fn(|_| AtomicU32::new(0)),
-            latency: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
-            load: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
-            load_since: Box::new(std::array::from_fn(|_| AtomicU32::new(0))),
+            in_flight: (0..len).map(|_| AtomicU32::new(0)).collect(),
+            latency: (0..len).map(|_| AtomicU64::new(0)).collect(),
+            load: (0..len).map(|_| AtomicU64::new(0)).collect(),
+            load_since: (0..len).map(|_| AtomicU32::new(0)).collect(),
             number,
+            bits,
             pool,
         }
+    }
+
+    /// The position in the chunk of the place numbered `place` (a place of this chunk).
+    #[inline(always)]
+    fn at(&self, place: u32) -> usize {
+        place as usize & ((1 << self.bits) - 1)
     }
 
     /// The shared in-flight count of the place numbered `place` (a place of this chunk).
     #[inline(always)]
     pub fn in_flight(&self, place: u32) -> &AtomicU32 {
-        &self.in_flight[place as usize % CHUNK]
+        &self.in_flight[self.at(place)]
+    }
+
+    /// The shared in-flight counts of its places, in order.
+    pub fn counts(&self) -> &Arc<[AtomicU32]> {
+        &self.in_flight
     }
 
     /// The latency cell of the place numbered `place` (a place of this chunk).
     #[inline]
     pub fn latency(&self, place: u32) -> &AtomicU64 {
-        &self.latency[place as usize % CHUNK]
+        &self.latency[self.at(place)]
     }
 
     /// A chunk of no pool, standing in where a group has no chunk at all (it has no
@@ -82,20 +103,25 @@ impl Chunk {
     pub fn stand_in() -> Arc<Chunk> {
         static STAND_IN: std::sync::OnceLock<Arc<Chunk>> = std::sync::OnceLock::new();
         STAND_IN
-            .get_or_init(|| Arc::new(Chunk::new(0, Weak::new())))
+            .get_or_init(|| Arc::new(Chunk::new(0, MIN_CHUNK_BITS, Weak::new())))
             .clone()
     }
 
     /// The reported-load cells of the place numbered `place` (a place of this chunk).
     #[inline]
     pub fn load(&self, place: u32) -> (&AtomicU64, &AtomicU32) {
-        let at = place as usize % CHUNK;
+        let at = self.at(place);
         (&self.load[at], &self.load_since[at])
     }
 
-    /// Its position among its pool's chunks: places `number * CHUNK ..` are in it.
+    /// Its position among its pool's chunks: places `number << bits ..` are in it.
     pub fn number(&self) -> usize {
         self.number as usize
+    }
+
+    /// log2 of its number of places, the same for every chunk of its pool.
+    pub fn bits(&self) -> u32 {
+        self.bits
     }
 }
 
@@ -113,6 +139,8 @@ struct PoolState {
 #[derive(Default)]
 struct Places {
     chunks: Vec<Arc<Chunk>>,
+    /// log2 of the places per chunk, once the first chunk is made.
+    bits: Option<u32>,
     /// Places given back: handed out again lowest first.
     free: BTreeSet<u32>,
     /// The next place never handed out.
@@ -120,6 +148,17 @@ struct Places {
 }
 
 impl SignalPool {
+    /// Says that `count` destinations are about to take places: before the pool's first place,
+    /// its chunks are made to hold them all (from 1,024 up to 65,536 places a chunk). Later
+    /// calls change nothing: chunks never move, and they all have one size.
+    pub fn reserve(&self, count: usize) {
+        let mut places = self.0.places.lock();
+        if places.bits.is_none() && count > 0 {
+            let bits = count.max(1).next_power_of_two().trailing_zeros();
+            places.bits = Some(bits.clamp(MIN_CHUNK_BITS, MAX_CHUNK_BITS));
+        }
+    }
+
     /// A place for a new destination: no requests in flight, no latency sample.
     pub fn place(&self) -> Place {
         let mut places = self.0.places.lock();
@@ -130,9 +169,10 @@ impl SignalPool {
                 places.next - 1
             }
         };
-        let position = number as usize / CHUNK;
+        let bits = *places.bits.get_or_insert(MIN_CHUNK_BITS);
+        let position = (number >> bits) as usize;
         while places.chunks.len() <= position {
-            let chunk = Chunk::new(places.chunks.len() as u32, Arc::downgrade(&self.0));
+            let chunk = Chunk::new(places.chunks.len() as u32, bits, Arc::downgrade(&self.0));
             places.chunks.push(Arc::new(chunk));
         }
         let chunk = places.chunks[position].clone();
@@ -147,7 +187,9 @@ impl SignalPool {
     /// Counts for one thread that covers every place handed out so far (a thread makes new
     /// ones when it meets a place beyond them); the status view sees them until they are gone.
     pub fn thread_counts(&self) -> Arc<ThreadCounts> {
-        let capacity = self.0.places.lock().chunks.len() * CHUNK;
+        let places = self.0.places.lock();
+        let capacity = places.chunks.len() << places.bits.unwrap_or(MIN_CHUNK_BITS);
+        drop(places);
         let counts = Arc::new(ThreadCounts {
             counts: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
         });
@@ -166,7 +208,8 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// Its number in the pool (chunk number * [`CHUNK`] + position in the chunk).
+    /// Its number in the pool (its chunk's number times the places a chunk has, plus its
+    /// position in the chunk).
     #[inline]
     pub fn number(&self) -> u32 {
         self.number
@@ -237,6 +280,35 @@ impl ThreadCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const CHUNK: usize = 1 << MIN_CHUNK_BITS;
+
+    /// A pool's first publication sizes its chunks: 10,000 destinations take one chunk of
+    /// 16,384 places, a small cluster's 1,024; the size never changes afterwards.
+    #[test]
+    fn the_first_publication_sizes_the_chunks() {
+        let pool = SignalPool::default();
+        pool.reserve(10_000);
+        let places: Vec<Place> = (0..10_000).map(|_| pool.place()).collect();
+        assert!(places.iter().all(|p| p.chunk().number() == 0));
+        assert_eq!(places[0].chunk().bits(), 14);
+        pool.reserve(100_000);
+        let more: Vec<Place> = (0..7_000).map(|_| pool.place()).collect();
+        assert_eq!(more[6_383].chunk().number(), 0);
+        assert_eq!(more[6_384].chunk().number(), 1);
+        assert_eq!(more[6_384].chunk().bits(), 14);
+        assert!(pool.thread_counts().covers(2 << 14));
+
+        let small = SignalPool::default();
+        small.reserve(0);
+        small.reserve(3);
+        assert_eq!(small.place().chunk().bits(), 10);
+        let unreserved = SignalPool::default();
+        assert_eq!(unreserved.place().chunk().bits(), 10);
+        let huge = SignalPool::default();
+        huge.reserve(1 << 20);
+        assert_eq!(huge.place().chunk().bits(), 16);
+    }
 
     #[test]
     fn places_are_handed_out_side_by_side_and_given_back_lowest_first() {

@@ -661,6 +661,11 @@ fn merge(
             })),
         })
         .collect();
+    let new = warmed
+        .iter()
+        .filter(|w| matches!(w, Warmed::New(_)))
+        .count();
+    pool.reserve(new);
     let members: Vec<Arc<Destination>> = warmed
         .into_iter()
         .map(|warmed| match warmed {

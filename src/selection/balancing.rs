@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use crate::destination::latency;
 use crate::destination::reported_load;
+use crate::destination::signals::Chunk;
 use crate::destination::signals::SignalRules;
-use crate::destination::signals::{Chunk, CHUNK};
 use crate::destination::Destination;
 use crate::rng::Draws;
 
@@ -234,10 +234,14 @@ pub struct Group {
     /// they do for a healthy cluster whose destinations were placed together: a count is then
     /// found by adding its index, without reading `places`. [`NO_RUN`] otherwise.
     run: u32,
-    /// The pool's first chunk, where every place of a cluster of up to 1,024 destinations is:
-    /// kept at hand so that most lookups read no list (another chunk of the group, never read
-    /// there, when the group has no place in it).
+    /// The pool's first chunk, where every place of a cluster is that has not grown past its
+    /// first publication (or 1,024 places): kept at hand so that most lookups read no list
+    /// (another chunk of the group, never read there, when the group has no place in it).
     first: Arc<Chunk>,
+    /// The first chunk's in-flight counts: a place below their length counts there.
+    first_counts: Arc<[AtomicU32]>,
+    /// log2 of the places per chunk of the pool.
+    chunk_bits: u32,
     /// The pool's chunks, by chunk number (a number none of the group's places uses holds
     /// another chunk of the group, never read there).
     chunks: Box<[Arc<Chunk>]>,
@@ -290,6 +294,7 @@ impl Group {
             .filter_map(|chunk| chunk.or_else(|| filler.clone()))
             .collect();
         let first = chunks.first().cloned().unwrap_or_else(Chunk::stand_in);
+        let (first_counts, chunk_bits) = (first.counts().clone(), first.bits());
         let weighted = weights.first().is_some_and(|&first| {
             weights.iter().any(|&w| w != first) && weights.iter().any(|&w| w > 0.0)
         });
@@ -301,6 +306,8 @@ impl Group {
             places,
             run,
             first,
+            first_counts,
+            chunk_bits,
             chunks,
             shared_counts,
             total: None,
@@ -398,17 +405,19 @@ impl Group {
     /// The chunk place `place` of the group is in.
     #[inline(always)]
     fn chunk(&self, place: u32) -> &Chunk {
-        if (place as usize) < CHUNK {
-            &self.first
-        } else {
-            &self.chunks[place as usize / CHUNK]
+        match place >> self.chunk_bits {
+            0 => &self.first,
+            number => &self.chunks[number as usize],
         }
     }
 
     /// The shared in-flight count of place `place` of the group.
     #[inline(always)]
     pub(crate) fn shared_count(&self, place: u32) -> &AtomicU32 {
-        self.chunk(place).in_flight(place)
+        match self.first_counts.get(place as usize) {
+            Some(count) => count,
+            None => self.chunk(place).in_flight(place),
+        }
     }
 
     /// Whether picks from it count in the shared counts.

@@ -5,9 +5,9 @@
 //! This is the balancer of Finagle, linkerd and tower (`p2c` over `PeakEwma`): the latency
 //! estimate is a moving average that jumps to any sample above it at once and forgets it with
 //! the cluster's decay time, so an instance that turns slow loses its share within a request or
-//! two and wins it back only as it proves fast again; multiplying by the requests in flight
-//! turns "how fast" into "how long a new request would wait", so a fast instance is not
-//! buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the client
+//! two and wins it back as the peak fades, if its answers are fast; multiplying by the requests
+//! in flight turns "how fast" into "how long a new request would wait", so a fast instance is
+//! not buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the client
 //! cannot see: load from other clients. It weighs as a queue does: a server busy a fraction `u`
 //! of the time makes a new request wait as if it were `1 / (1 - u)` times slower (M/M/1), so a
 //! server at 0.9 costs ten times its latency and one at 0.2 a quarter more. (A factor of

@@ -122,11 +122,13 @@ fn a_peak_counts_at_once_and_fades_with_the_decay_time() {
         (latency.as_secs_f64() * 1000.0).round() as u64
     };
     assert_eq!((estimate("a"), estimate("b")), (200, 12));
-    // A fast answer from `a` ten seconds later pulls its estimate down by e^(-1) of the way:
-    // 200 x e^(-1) + 10 x (1 - e^(-1)) ~ 80 ms.
+    // A fast answer from `a` ten seconds later (it took 10 ms) meets the estimate decayed over
+    // those 10.01 s, and weighs its own 10 ms against the decay time:
+    // 200 x e^(-1.001) x e^(-0.001) + 10 x (1 - e^(-0.001)) ~ 73 ms.
     clock.advance(Duration::from_secs(10));
     time_each(&engine, &clock, &[("a", 10)]);
-    let expected = 200.0 * (-1.0f64).exp() + 10.0 * (1.0 - (-1.0f64).exp());
+    let kept = (-0.001f64).exp();
+    let expected = 200.0 * (-1.001f64).exp() * kept + 10.0 * (1.0 - kept);
     assert_eq!(estimate("a"), expected.round() as u64);
 }
 
