@@ -155,3 +155,47 @@ fn a_pick_a_report_and_a_drop_allocate_nothing() {
         assert_eq!(counted, 0, "{policy}");
     }
 }
+
+/// Shaped picks (a policy that times its requests, a cluster that may spill to its next tier,
+/// keyed picks of a cluster with affinity), their reports and drops allocate nothing either.
+#[test]
+fn shaped_picks_and_their_reports_allocate_nothing() {
+    let shapes = [
+        ("PeakEwma", r#""LoadBalancingPolicy": "PeakEwma""#),
+        ("TierSpill", r#""TierSpill": {"Mode": "Load"}"#),
+        (
+            "SessionAffinity",
+            r#""SessionAffinity": {"Enabled": true, "Policy": "CustomHeader",
+                "AffinityKeyName": "X-Key"}"#,
+        ),
+    ];
+    for (shape, section) in shapes {
+        let clock = Arc::new(ManualClock::new());
+        let destinations: Vec<String> = (0..100)
+            .map(|i| {
+                format!(
+                    r#""d{i}": {{"Address": "http://127.0.0.1:{}/", "Priority": {}}}"#,
+                    10000 + i,
+                    i % 2
+                )
+            })
+            .collect();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        engine
+            .load_json(&format!(
+                r#"{{"Clusters": {{"c": {{{section}, "Destinations": {{{}}}}}}}}}"#,
+                destinations.join(",")
+            ))
+            .unwrap();
+        let request = |k: u32| {
+            let pick = engine.pick_endpoint_for_key("c", k.to_le_bytes()).unwrap();
+            clock.advance(Duration::from_micros(50));
+            pick.report(RequestOutcome::Success);
+            drop(engine.pick_endpoint("c").unwrap());
+        };
+        for k in 0..1_000 {
+            request(k);
+        }
+        assert_eq!(allocations(|| (0..10_000).for_each(request)), 0, "{shape}");
+    }
+}

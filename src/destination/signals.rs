@@ -5,13 +5,13 @@
 //! A pick reads and writes signals of destinations it does not otherwise touch, so they sit
 //! together: 10,000 destinations' counts take 40 KiB, where their destinations take over a
 //! megabyte. Each destination holds one [`Place`] for its whole life, in a chunk of places that
-//! never moves; the place is given back when the destination is dropped
-//! (nothing can be in flight to it then) and handed out again lowest first, so that
-//! destinations published together sit together and a group's places usually run on one after
-//! another (`selection/balancing.rs` finds such a group's counts by adding its index). A pool's
-//! chunks all have the size its first publication asked for ([`SignalPool::reserve`]): 1,024
-//! places, or as many as a larger cluster brings at first (up to 65,536), so that a large
-//! group's counts are one array a pick indexes, not a chunk to look up first.
+//! never moves; the place is given back when the destination is dropped (nothing can be in
+//! flight to it then) and handed out again lowest first, so that destinations published
+//! together sit together and a group's places usually run on one after another
+//! (`selection/balancing.rs` finds such a group's counts by adding its index). A pool's chunks
+//! all have the size its first publication asked for ([`SignalPool::reserve`]): 1,024 places,
+//! or as many as a larger cluster brings at first (up to 65,536), so that a large group's
+//! counts are one array a pick indexes, not a chunk to look up first.
 //!
 //! Counts are written where their readers need them. A policy that compares in-flight counts on
 //! every pick (PowerOfTwoChoices, LeastRequests, PeakEwma) reads each destination's one shared

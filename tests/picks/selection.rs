@@ -493,11 +493,11 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 
 /// Every pick counts its own destination in flight, whatever the group looks like: its
 /// destinations' places side by side (every destination of one tier, in order: a run), or not
-/// (the best tier's destinations interleaved with another tier's, or some missing), within a
-/// cluster's first 1,024 places or beyond them, counted in the shared counts (PowerOfTwoChoices,
-/// LeastRequests) or in the picking thread's own (RoundRobin, Random, FirstAlphabetical). Each
-/// case holds one handle per destination of the best group, then checks every destination's
-/// count, then drops them.
+/// (the best tier's destinations interleaved with another tier's, or some missing), in small
+/// and large groups (a cluster that grows past its first chunk: the next test), counted in the
+/// shared counts (PowerOfTwoChoices, LeastRequests) or in the picking thread's own (RoundRobin,
+/// Random, FirstAlphabetical). Each case holds one handle per destination of the best group,
+/// then checks every destination's count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
     for policy in [
@@ -545,6 +545,64 @@ fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
             }
             for h in &handles {
                 assert_eq!(h.destination().in_flight(), held[h.destination().id()]);
+            }
+            drop(handles);
+            let status = engine.status();
+            assert!(
+                status.clusters[0]
+                    .destinations
+                    .iter()
+                    .all(|d| d.in_flight == 0),
+                "{case}: counts left after the drops"
+            );
+        }
+    }
+}
+
+/// A cluster that grows past its first publication takes places beyond its first chunk of
+/// counts (its chunks are as large as the first publication asked for: 1,024 places for 600
+/// destinations, 2,048 for 1,100): every pick still counts on its own destination, under each
+/// policy, and every count is back to zero after the drops.
+#[test]
+fn in_flight_counts_land_on_the_picked_destination_after_the_cluster_grows() {
+    let config = |policy: &str, n: u16| {
+        (0..n).fold(
+            ClusterConfig::new("c").load_balancing_policy(policy),
+            |c, i| {
+                c.destination(DestinationConfig::new(
+                    format!("d{i:04}"),
+                    format!("http://127.0.0.1:{}/", 30000 + i),
+                ))
+            },
+        )
+    };
+    for policy in [
+        "RoundRobin",
+        "PowerOfTwoChoices",
+        "Random",
+        "LeastRequests",
+        "FirstAlphabetical",
+    ] {
+        for (first, grown) in [(600, 2_100), (1_100, 4_500)] {
+            let case = format!("{policy}, {first} destinations grown to {grown}");
+            let engine = Engine::new(Config::new().cluster(config(policy, first))).unwrap();
+            drop(engine.pick_endpoint("c").unwrap());
+            engine
+                .apply_config(Config::new().cluster(config(policy, grown)))
+                .unwrap();
+            let handles: Vec<_> = (0..grown)
+                .map(|_| engine.pick_endpoint("c").unwrap())
+                .collect();
+            let mut held: HashMap<&str, usize> = HashMap::new();
+            for h in &handles {
+                *held.entry(h.destination().id()).or_default() += 1;
+            }
+            if policy == "RoundRobin" || policy == "LeastRequests" {
+                assert_eq!(held.len(), usize::from(grown), "{case}: one each");
+            }
+            for d in &engine.status().clusters[0].destinations {
+                let want = held.get(d.id.as_str()).copied().unwrap_or(0);
+                assert_eq!(d.in_flight, want, "{case}: {}", d.id);
             }
             drop(handles);
             let status = engine.status();
