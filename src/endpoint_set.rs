@@ -64,13 +64,9 @@ pub struct EndpointSetBuilder {
     failure_log_level: tracing::Level,
     load_balancing_policy: String,
     max_concurrent_probes: usize,
-    /// Passive health checks of the requests the set's picks report; off by default.
-    passive: Option<PassiveHealthCheckConfig>,
-    /// Traffic shaping: latency and load signals, tier spill, slow start, affinity.
-    load_signals: LoadSignalsConfig,
-    tier_spill: TierSpillConfig,
-    slow_start: Option<SlowStartConfig>,
-    session_affinity: Option<SessionAffinityConfig>,
+    /// The cluster sections set as they are: passive health checks (off by default), and
+    /// traffic shaping (latency and load signals, tier spill, slow start, affinity).
+    sections: ClusterConfig,
 }
 
 impl EndpointSetBuilder {
@@ -152,7 +148,7 @@ impl EndpointSetBuilder {
     /// # Ok::<(), healthpick::ConfigError>(())
     /// ```
     pub fn passive_health_checks(mut self, passive: PassiveHealthCheckConfig) -> Self {
-        self.passive = Some(passive);
+        self.sections = self.sections.passive(passive);
         self
     }
 
@@ -177,21 +173,21 @@ impl EndpointSetBuilder {
     /// # Ok::<(), healthpick::ConfigError>(())
     /// ```
     pub fn tier_spill(mut self, spill: TierSpillConfig) -> Self {
-        self.tier_spill = spill;
+        self.sections = self.sections.tier_spill(spill);
         self
     }
 
     /// Warms up endpoints that become available (new, or back from a failure) over a window.
     /// Default: off.
     pub fn slow_start(mut self, slow_start: SlowStartConfig) -> Self {
-        self.slow_start = Some(slow_start);
+        self.sections = self.sections.slow_start(slow_start);
         self
     }
 
     /// How latency estimates and reported load are kept (for `PeakEwma` and tier spill).
     /// Default: 10 s decay, 30 ms before the first sample, reports read.
     pub fn load_signals(mut self, signals: LoadSignalsConfig) -> Self {
-        self.load_signals = signals;
+        self.sections = self.sections.load_signals(signals);
         self
     }
 
@@ -199,7 +195,7 @@ impl EndpointSetBuilder {
     /// ([`EndpointSet::pick_endpoint_for_key`], or the key the wrapped client reads from each
     /// request). Default: off.
     pub fn session_affinity(mut self, affinity: SessionAffinityConfig) -> Self {
-        self.session_affinity = Some(affinity);
+        self.sections = self.sections.session_affinity(affinity);
         self
     }
 
@@ -240,22 +236,8 @@ impl EndpointSetBuilder {
 
     /// The cluster of either kind of set: its balancer, threshold and active checks.
     fn cluster(&self) -> ClusterConfig {
-        let cluster = ClusterConfig::new(EndpointSet::CLUSTER);
-        let cluster = match &self.passive {
-            Some(passive) => cluster.passive(passive.clone()),
-            None => cluster,
-        };
-        let cluster = match &self.slow_start {
-            Some(slow_start) => cluster.slow_start(slow_start.clone()),
-            None => cluster,
-        };
-        let cluster = match &self.session_affinity {
-            Some(affinity) => cluster.session_affinity(affinity.clone()),
-            None => cluster,
-        };
-        cluster
-            .load_signals(self.load_signals.clone())
-            .tier_spill(self.tier_spill.clone())
+        self.sections
+            .clone()
             .load_balancing_policy(self.load_balancing_policy.clone())
             .metadata(
                 CONSECUTIVE_FAILURES_THRESHOLD_KEY,
@@ -435,11 +417,7 @@ impl EndpointSet {
             failure_log_level: tracing::Level::WARN,
             load_balancing_policy: "Random".into(),
             max_concurrent_probes: 64,
-            passive: None,
-            load_signals: LoadSignalsConfig::default(),
-            tier_spill: TierSpillConfig::default(),
-            slow_start: None,
-            session_affinity: None,
+            sections: ClusterConfig::new(EndpointSet::CLUSTER),
         }
     }
 

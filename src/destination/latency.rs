@@ -37,8 +37,7 @@ pub struct LatencySettings {
 }
 
 impl LatencySettings {
-    /// `decay`: how fast lower samples pull the estimate down, and how fast it fades without
-    /// samples.
+    /// `decay`: how fast the estimate fades (to 1/e in `decay`).
     pub fn new(decay: Duration, default_rtt: Duration) -> Self {
         let decay_ms = decay.as_secs_f64() * 1000.0;
         // A zero decay (refused by validation) forgets at once.
@@ -68,7 +67,6 @@ pub(crate) fn record(
     now: Duration,
     settings: &LatencySettings,
 ) {
-    let sample_ms = sample.as_secs_f64() * 1000.0;
     let sample = sample.as_secs_f64();
     let now_ms = millis(now);
     let mut current = cell.load(Ordering::Relaxed);
@@ -80,7 +78,7 @@ pub(crate) fn record(
                     sample
                 } else {
                     // The weight an estimate read at the request's pick keeps after it.
-                    let kept = f64::from((sample_ms as f32 * settings.per_ms).exp());
+                    let kept = f64::from(((sample * 1000.0) as f32 * settings.per_ms).exp());
                     decayed * kept + sample * (1.0 - kept)
                 }
             }
@@ -114,20 +112,20 @@ pub(crate) fn estimate_secs(cell: &AtomicU64, now: Duration, settings: &LatencyS
 /// [`last_estimate`], or the default RTT before the first sample, in seconds.
 #[inline]
 pub(crate) fn last_estimate_secs(cell: &AtomicU64, settings: &LatencySettings) -> f64 {
-    let value = cell.load(Ordering::Relaxed);
-    match decode(value) {
-        Some((estimate, _)) if !is_provisional(value) => estimate,
-        _ => settings.default_rtt.as_secs_f64(),
-    }
+    last_sampled(cell.load(Ordering::Relaxed)).unwrap_or(settings.default_rtt.as_secs_f64())
 }
 
 /// The estimate in `cell` as of its last sample, if it has one (for the status view).
 pub(crate) fn last_estimate(cell: &AtomicU64) -> Option<Duration> {
-    let value = cell.load(Ordering::Relaxed);
-    if is_provisional(value) {
-        return None;
-    }
-    decode(value).map(|(estimate, _)| Duration::from_secs_f64(estimate))
+    last_sampled(cell.load(Ordering::Relaxed)).map(Duration::from_secs_f64)
+}
+
+/// The estimate in seconds a cell's value holds as of its last sample; `None` before the first.
+#[inline]
+fn last_sampled(value: u64) -> Option<f64> {
+    decode(value)
+        .filter(|_| !is_provisional(value))
+        .map(|(estimate, _)| estimate)
 }
 
 /// e^(-elapsed / decay), in single precision: the estimate is stored in it.

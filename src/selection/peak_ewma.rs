@@ -7,12 +7,12 @@
 //! the cluster's decay time, so an instance that turns slow loses its share within a request or
 //! two and wins it back as the peak fades, if its answers are fast; multiplying by the requests
 //! in flight turns "how fast" into "how long a new request would wait", so a fast instance is
-//! not buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the client
-//! cannot see: load from other clients. It weighs as a queue does: a server busy a fraction `u`
-//! of the time makes a new request wait as if it were `1 / (1 - u)` times slower (M/M/1), so a
-//! server at 0.9 costs ten times its latency and one at 0.2 a quarter more. (A factor of
-//! `1 + u` would rank them the same way but barely: under load it still sent the one at 0.9
-//! two thirds of the share of the one at 0.2.) Utilization is taken up to 0.99.
+//! not buried either. A server's reported utilization (`endpoint-load-metrics`) adds what the
+//! client cannot see: load from other clients. It weighs as a queue does: a server busy a
+//! fraction `u` of the time makes a new request wait as if it were `1 / (1 - u)` times slower
+//! (M/M/1), so a server at 0.9 costs ten times its latency and one at 0.2 a quarter more. (A
+//! factor of `1 + u` would rank them the same way but barely: under load it still sent the one
+//! at 0.9 two thirds of the share of the one at 0.2.) Utilization is taken up to 0.99.
 //!
 //! In a weighted group the first candidate is drawn in proportion to the weights and the second
 //! uniformly among the others, and requests in flight count per unit of weight, as in

@@ -47,6 +47,45 @@ fn probe(engine: &Engine, results: &[ProbeResult]) {
     engine.report_probe_round("c", results).unwrap();
 }
 
+/// The built-in policies, those that count in shared counts and those that count per thread.
+const COUNTING_POLICIES: [&str; 5] = [
+    "RoundRobin",
+    "PowerOfTwoChoices",
+    "Random",
+    "LeastRequests",
+    "FirstAlphabetical",
+];
+
+/// Cluster `c` under `policy` with destinations `d0000`, `d0001`, ... on ports from 30000.
+fn numbered(policy: &str, n: u16) -> ClusterConfig {
+    (0..n).fold(
+        ClusterConfig::new("c").load_balancing_policy(policy),
+        |c, i| {
+            c.destination(DestinationConfig::new(
+                format!("d{i:04}"),
+                format!("http://127.0.0.1:{}/", 30000 + i),
+            ))
+        },
+    )
+}
+
+/// How many of `handles` each destination holds, by id.
+fn held_by_id(handles: &[healthpick::PickHandle]) -> HashMap<&str, usize> {
+    let mut held = HashMap::new();
+    for h in handles {
+        *held.entry(h.destination().id()).or_default() += 1;
+    }
+    held
+}
+
+/// Every destination's count in the status view is what `held` says it holds (0 if absent).
+fn assert_counts(engine: &Engine, held: &HashMap<&str, usize>, case: &str) {
+    for d in &engine.status().clusters[0].destinations {
+        let want = held.get(d.id.as_str()).copied().unwrap_or(0);
+        assert_eq!(d.in_flight, want, "{case}: {}", d.id);
+    }
+}
+
 #[test]
 fn lowest_tier_first_then_failover_to_the_next_tier() {
     let engine = cluster("Random", &[("local-1", 0), ("local-2", 0), ("remote-1", 1)]);
@@ -500,13 +539,7 @@ fn a_destination_whose_latest_probe_failed_ranks_with_degraded_until_it_succeeds
 /// then checks every destination's count, then drops them.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
-    for policy in [
-        "RoundRobin",
-        "PowerOfTwoChoices",
-        "Random",
-        "LeastRequests",
-        "FirstAlphabetical",
-    ] {
+    for policy in COUNTING_POLICIES {
         let none: &[u32] = &[];
         for (n, tiers, missing) in [
             (6, 1, none),
@@ -529,31 +562,23 @@ fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
             let handles: Vec<_> = (0..best)
                 .map(|_| engine.pick_endpoint("c").unwrap())
                 .collect();
-            let mut held: HashMap<&str, usize> = HashMap::new();
-            for h in &handles {
-                assert_eq!(h.destination().tier(), 0, "{case}");
-                *held.entry(h.destination().id()).or_default() += 1;
-            }
+            assert!(
+                handles.iter().all(|h| h.destination().tier() == 0),
+                "{case}"
+            );
+            let held = held_by_id(&handles);
             if policy == "RoundRobin" {
                 assert_eq!(held.len(), best, "{case}: one handle per destination");
             }
-            let status = engine.status();
-            for (i, (id, _)) in dests.iter().enumerate() {
-                let want = held.get(id.as_str()).copied().unwrap_or(0);
-                let got = status.clusters[0].destination(id).unwrap().in_flight;
-                assert_eq!(got, want, "{case}: d{i}");
-            }
+            assert_counts(&engine, &held, &case);
             for h in &handles {
                 assert_eq!(h.destination().in_flight(), held[h.destination().id()]);
             }
             drop(handles);
-            let status = engine.status();
-            assert!(
-                status.clusters[0]
-                    .destinations
-                    .iter()
-                    .all(|d| d.in_flight == 0),
-                "{case}: counts left after the drops"
+            assert_counts(
+                &engine,
+                &HashMap::new(),
+                &format!("{case}, after the drops"),
             );
         }
     }
@@ -565,53 +590,27 @@ fn in_flight_counts_land_on_the_picked_destination_in_any_group() {
 /// policy, and every count is back to zero after the drops.
 #[test]
 fn in_flight_counts_land_on_the_picked_destination_after_the_cluster_grows() {
-    let config = |policy: &str, n: u16| {
-        (0..n).fold(
-            ClusterConfig::new("c").load_balancing_policy(policy),
-            |c, i| {
-                c.destination(DestinationConfig::new(
-                    format!("d{i:04}"),
-                    format!("http://127.0.0.1:{}/", 30000 + i),
-                ))
-            },
-        )
-    };
-    for policy in [
-        "RoundRobin",
-        "PowerOfTwoChoices",
-        "Random",
-        "LeastRequests",
-        "FirstAlphabetical",
-    ] {
+    for policy in COUNTING_POLICIES {
         for (first, grown) in [(600, 2_100), (1_100, 4_500)] {
             let case = format!("{policy}, {first} destinations grown to {grown}");
-            let engine = Engine::new(Config::new().cluster(config(policy, first))).unwrap();
+            let engine = Engine::new(Config::new().cluster(numbered(policy, first))).unwrap();
             drop(engine.pick_endpoint("c").unwrap());
             engine
-                .apply_config(Config::new().cluster(config(policy, grown)))
+                .apply_config(Config::new().cluster(numbered(policy, grown)))
                 .unwrap();
             let handles: Vec<_> = (0..grown)
                 .map(|_| engine.pick_endpoint("c").unwrap())
                 .collect();
-            let mut held: HashMap<&str, usize> = HashMap::new();
-            for h in &handles {
-                *held.entry(h.destination().id()).or_default() += 1;
-            }
+            let held = held_by_id(&handles);
             if policy == "RoundRobin" || policy == "LeastRequests" {
                 assert_eq!(held.len(), usize::from(grown), "{case}: one each");
             }
-            for d in &engine.status().clusters[0].destinations {
-                let want = held.get(d.id.as_str()).copied().unwrap_or(0);
-                assert_eq!(d.in_flight, want, "{case}: {}", d.id);
-            }
+            assert_counts(&engine, &held, &case);
             drop(handles);
-            let status = engine.status();
-            assert!(
-                status.clusters[0]
-                    .destinations
-                    .iter()
-                    .all(|d| d.in_flight == 0),
-                "{case}: counts left after the drops"
+            assert_counts(
+                &engine,
+                &HashMap::new(),
+                &format!("{case}, after the drops"),
             );
         }
     }
@@ -629,54 +628,32 @@ fn least_requests_reads_counts_after_a_change_of_policy() {
 }
 
 fn least_requests_after(first: &str) {
-    let config = |policy: &str, n: u16| {
-        (0..n).fold(
-            ClusterConfig::new("c").load_balancing_policy(policy),
-            |c, i| {
-                c.destination(DestinationConfig::new(
-                    format!("d{i:03}"),
-                    format!("http://127.0.0.1:{}/", 30000 + i),
-                ))
-            },
-        )
-    };
-    let engine = Engine::new(Config::new().cluster(config(first, 200))).unwrap();
+    let engine = Engine::new(Config::new().cluster(numbered(first, 200))).unwrap();
     engine
-        .apply_config(Config::new().cluster(config(first, 300)))
+        .apply_config(Config::new().cluster(numbered(first, 300)))
         .unwrap();
     // Grown, the policy counts each pick on its own destination.
     let held: Vec<_> = (0..600)
         .map(|_| engine.pick_endpoint("c").unwrap())
         .collect();
-    let mut per_id: HashMap<&str, usize> = HashMap::new();
-    for h in &held {
-        *per_id.entry(h.destination().id()).or_default() += 1;
-    }
-    for d in &engine.status().clusters[0].destinations {
-        assert_eq!(
-            d.in_flight,
-            per_id.get(d.id.as_str()).copied().unwrap_or(0),
-            "{}",
-            d.id
-        );
-    }
+    assert_counts(&engine, &held_by_id(&held), first);
     drop(held);
     engine
-        .apply_config(Config::new().cluster(config("LeastRequests", 300)))
+        .apply_config(Config::new().cluster(numbered("LeastRequests", 300)))
         .unwrap();
     let mut handles: Vec<_> = (0..300)
         .map(|_| engine.pick_endpoint("c").unwrap())
         .collect();
     let ids: Vec<&str> = handles.iter().map(|h| h.destination().id()).collect();
-    let want: Vec<String> = (0..300).map(|i| format!("d{i:03}")).collect();
+    let want: Vec<String> = (0..300).map(|i| format!("d{i:04}")).collect();
     assert_eq!(ids, want);
-    // Every destination busy; free one past the first chunk, then one in it.
+    // Every destination busy; free a later one, then an earlier one.
     drop(handles.remove(270));
-    assert_eq!(pick_id(&engine), "d270");
+    assert_eq!(pick_id(&engine), "d0270");
     drop(handles.remove(100));
     let again = engine.pick_endpoint("c").unwrap();
-    assert_eq!(again.destination().id(), "d100");
-    assert_eq!(pick_id(&engine), "d270");
+    assert_eq!(again.destination().id(), "d0100");
+    assert_eq!(pick_id(&engine), "d0270");
     drop((handles, again));
 }
 
