@@ -1,7 +1,8 @@
 //! What a request pays to healthpick, measured with criterion.
 //!
-//! Every engine here is built with the default builder ([`Engine::new`]): per-thread random
-//! generators seeded from the OS (not a seeded engine), the system clock, one cluster `"c"` whose
+//! Every engine here is built with the default builder ([`Engine::new`]) inside a tokio runtime
+//! (whose one worker fires the engines' timers): per-thread random generators seeded from the
+//! OS (not a seeded engine), the system clock, one cluster `"c"` whose
 //! destinations are all in tier 0, Unknown and therefore healthy, and no active health checks.
 //!
 //! Groups (the full benchmark id is `group/parameter`):
@@ -204,9 +205,24 @@ fn gapped_cluster(policy: &str, n: usize) -> ClusterConfig {
     )
 }
 
-/// A default-builder engine (per-thread RNG, not seeded) running `cluster`.
+/// A default-builder engine (per-thread RNG, not seeded) running `cluster`, made inside a
+/// tokio runtime as in a service, so that its timer task runs (it ends the successes a healthy
+/// passive destination counts without the window's lock).
 fn engine(cluster: ClusterConfig) -> Engine {
+    let _inside = runtime().enter();
     Engine::new(Config::new().cluster(cluster)).expect("valid benchmark config")
+}
+
+/// The engines' runtime: one worker of its own, idle but for their timers.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .expect("a runtime")
+    })
 }
 
 /// One pick plus dropping its handle: what every request pays before it is sent.

@@ -140,6 +140,8 @@ pub(crate) struct HealthRecord {
     pub last_probe_result: Option<String>,
     pub last_error: Option<String>,
     pub reactivation_due: Option<Duration>,
+    /// When the pending timer that ends its success grant is due.
+    pub grant_ends: Option<Duration>,
     /// When it last became available while its cluster had others available: slow start
     /// ramps its weight from then.
     pub available_since: Option<Duration>,

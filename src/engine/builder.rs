@@ -154,6 +154,8 @@ impl EngineBuilder {
             observer: self.observer,
             timers: Timers::new(clock.clone(), auto_timers),
         });
+        // Inside a runtime the timer task runs from the start (it ends success grants too).
+        hub.timers.start();
         let core = Arc::new(EngineCore {
             table: Arc::new(ArcSwap::from_pointee(ClusterTable::default())),
             registry: self.registry,

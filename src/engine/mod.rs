@@ -322,9 +322,9 @@ impl Engine {
     }
 
     /// Fires the timers due at the clock's current time (passive reactivations, confirmations
-    /// of changes an update guard holds, the steps of slow start) and returns how many fired.
-    /// With the default clock a background task does this; with a custom clock call it after
-    /// moving the clock.
+    /// of changes an update guard holds, the steps of slow start and tier spill) and returns
+    /// how many fired. With the default clock a background task does this; with a custom clock
+    /// call it after moving the clock.
     pub fn fire_due_timers(&self) -> usize {
         self.core.hub.timers.fire_due(self.core.clock.now())
     }

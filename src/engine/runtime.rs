@@ -279,6 +279,11 @@ impl TimerTarget for ClusterRuntime {
                     self.reactivate_at(&destination, due);
                 }
             }
+            Due::GrantEnds(destination) => {
+                if let Some(destination) = destination.upgrade() {
+                    self.end_grant(&destination, due);
+                }
+            }
             Due::HeldChange(source) => self.confirm_held(source, due),
             Due::SlowStart => self.slow_start_step(due),
             Due::SpillTick => self.spill_tick(due),

@@ -1,5 +1,6 @@
-//! The engine's timers: passive reactivations, the confirmation of changes the update guard
-//! holds, the steps of slow start and the tier-spill controller's looks. A heap of due times, fired by a tokio task on the system
+//! The engine's timers: passive reactivations, the end of a destination's success grant, the
+//! confirmation of changes the update guard holds, the steps of slow start and the tier-spill
+//! controller's looks. A heap of due times, fired by a tokio task on the system
 //! clock, or by `Engine::fire_due_timers` with a custom clock.
 
 use std::cmp::{Ordering, Reverse};
@@ -24,6 +25,8 @@ pub(crate) trait TimerTarget: Send + Sync {
 pub(crate) enum Due {
     /// A destination's passive reactivation.
     Reactivation(Weak<Destination>),
+    /// The end of the successes a destination may count without its outcome window's lock.
+    GrantEnds(Weak<Destination>),
     /// The confirmation delay of the change a source's update guard holds.
     HeldChange(Arc<str>),
     /// The next step of slow start: the weights of a warming group are recomputed.
@@ -100,11 +103,26 @@ impl Timers {
 
     pub fn schedule(&self, mut entry: Timer) {
         entry.seq = self.seq.fetch_add(1, AtomicOrdering::Relaxed);
-        self.heap.lock().push(Reverse(entry));
-        self.wake.notify_one();
-        if self.auto && !self.driver_started.load(AtomicOrdering::Acquire) {
-            self.start_driver();
+        let earliest = {
+            let mut heap = self.heap.lock();
+            let earliest = heap.peek().is_none_or(|Reverse(head)| entry.due < head.due);
+            heap.push(Reverse(entry));
+            earliest
+        };
+        // The driver sleeps until the earliest due time: only a new earliest changes that.
+        if earliest {
+            self.wake.notify_one();
         }
+        if self.auto && !self.start() {
+            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation, held-change confirmation, slow-start steps and tier-spill decisions happen only when Engine::fire_due_timers is called");
+        }
+    }
+
+    /// Starts the task that fires the timers on the system clock, if it does not run yet and a
+    /// tokio runtime is at hand; whether it runs. Never with a custom clock: the user fires
+    /// those timers, when they choose.
+    pub fn start(&self) -> bool {
+        self.auto && (self.driver_started.load(AtomicOrdering::Acquire) || self.start_driver())
     }
 
     pub fn next_due(&self) -> Option<Duration> {
@@ -138,18 +156,20 @@ impl Timers {
         self.wake.notify_one();
     }
 
-    /// Starts the task that fires timers on time, if a tokio runtime is at hand.
-    fn start_driver(&self) {
+    /// Starts the task that fires timers on time, if a tokio runtime is at hand; whether it
+    /// runs.
+    fn start_driver(&self) -> bool {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation, held-change confirmation, slow-start steps and tier-spill decisions happen only when Engine::fire_due_timers is called");
-            return;
+            return false;
         };
         if self.driver_started.swap(true, AtomicOrdering::AcqRel) {
-            return;
+            return true;
         }
         let wake = self.wake.clone();
         let timers = self.me.clone();
+        let running = DriverRunning(self.me.clone());
         handle.spawn(async move {
+            let _running = running;
             loop {
                 let delay = {
                     let Some(timers) = timers.upgrade() else {
@@ -171,5 +191,18 @@ impl Timers {
                 }
             }
         });
+        true
+    }
+}
+
+/// Held by the driver task: when the task ends (its runtime shut down), the timers no longer
+/// count as fired, and the next one scheduled inside a runtime starts a new task.
+struct DriverRunning(Weak<Timers>);
+
+impl Drop for DriverRunning {
+    fn drop(&mut self) {
+        if let Some(timers) = self.0.upgrade() {
+            timers.driver_started.store(false, AtomicOrdering::Release);
+        }
     }
 }

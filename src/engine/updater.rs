@@ -14,7 +14,6 @@ use super::runtime::{ClusterBook, ClusterRuntime, FirstProbes};
 use super::timers::{Due, Timer, TimerTarget};
 use crate::cluster::settings::ClusterSettings;
 use crate::cluster::snapshot::{ClusterSnapshot, WarmUp};
-use crate::destination::outcome_window::nanos;
 use crate::destination::{latency, reported_load};
 use crate::destination::{Destination, Latency};
 use crate::events::{HealthEvent, HealthEventKind, PartValue};
@@ -60,8 +59,9 @@ pub(crate) enum ProbeBatch<'a> {
 impl ClusterRuntime {
     /// Hot path: one request outcome. Costs the passive policy's evaluation and one clock read;
     /// takes the book lock only when the verdict changes the destination's passive health. A
-    /// `Success` the destination was granted (see `destination/success_credit.rs`) costs the
-    /// clock read and one compare-and-swap in the destination's block, and nothing else.
+    /// `Success` the destination was granted (see `destination/success_credit.rs`) costs one
+    /// compare-and-swap in the destination's block, and nothing else (and the clock read where
+    /// its handle timed the request).
     pub(crate) fn outcome(
         &self,
         destination: &Arc<Destination>,
@@ -91,14 +91,10 @@ impl ClusterRuntime {
             super::metrics::latency_sampled(destination);
             read_at = Some(now);
         }
-        if outcome == RequestOutcome::Success && destination.credit().is_granted() {
-            let now = read_at.unwrap_or_else(|| self.clock.now());
-            if destination.credit().take(nanos(now)) {
-                #[cfg(feature = "metrics")]
-                self.metrics.outcome(outcome);
-                return;
-            }
-            read_at = Some(now);
+        if outcome == RequestOutcome::Success && destination.credit().take() {
+            #[cfg(feature = "metrics")]
+            self.metrics.outcome(outcome);
+            return;
         }
         self.judged_outcome(destination, outcome, read_at);
     }
@@ -180,7 +176,7 @@ impl ClusterRuntime {
     /// grants after it is made, so one side sees the other).
     fn grant_successes(
         &self,
-        destination: &Destination,
+        destination: &Arc<Destination>,
         policy: &dyn PassiveHealthPolicy,
         ctx: &PassivePolicyContext<'_>,
         settings: &Arc<ClusterSettings>,
@@ -188,21 +184,58 @@ impl ClusterRuntime {
         if destination.state().passive() != HealthState::Healthy {
             return;
         }
-        let granted =
-            destination.with_outcome_window(|window| match policy.quiet_successes(ctx, window) {
-                Some(QuietSuccesses { count, until }) if count > 0 => {
-                    destination.credit().grant(count, nanos(until));
-                    true
-                }
-                _ => false,
-            });
-        if granted
-            && (destination.state().passive() != HealthState::Healthy
-                || destination.is_removed()
-                || !Arc::ptr_eq(&self.cell.load().settings, settings))
+        // Only a timer ends a grant: none unless a task fires the engine's timers on time (with
+        // a custom clock, time moves and timers fire when the user says, so every outcome is
+        // judged as it comes).
+        let Some(hub) = self.hub.upgrade().filter(|hub| hub.timers.start()) else {
+            return;
+        };
+        let ends = destination.with_outcome_window(|window| {
+            let QuietSuccesses { count, until } = policy.quiet_successes(ctx, window)?;
+            let ends = grant_end(until);
+            (count > 0 && ends > ctx.now()).then(|| {
+                destination.credit().grant(count);
+                ends
+            })
+        });
+        let Some(ends) = ends else {
+            return;
+        };
+        self.end_grant_at(&hub, destination, ends);
+        if destination.state().passive() != HealthState::Healthy
+            || destination.is_removed()
+            || !Arc::ptr_eq(&self.cell.load().settings, settings)
         {
             destination.credit().revoke();
         }
+    }
+
+    /// Makes sure a timer ends `destination`'s grant by `ends`: one is set unless an earlier
+    /// one is pending (ending a later grant early only sends its next success to the lock).
+    fn end_grant_at(&self, hub: &Hub, destination: &Arc<Destination>, ends: Duration) {
+        let mut record = destination.record();
+        if record.grant_ends.is_some_and(|pending| pending <= ends) {
+            return;
+        }
+        record.grant_ends = Some(ends);
+        drop(record);
+        let cluster: std::sync::Weak<dyn TimerTarget> = self.me.clone();
+        hub.timers.schedule(Timer::new(
+            ends,
+            cluster,
+            Due::GrantEnds(Arc::downgrade(destination)),
+        ));
+    }
+
+    /// The timer due at `due` ends `destination`'s grant: the successes it took join the
+    /// window, and the next one takes the lock (and is granted anew).
+    pub(crate) fn end_grant(&self, destination: &Destination, due: Duration) {
+        let mut record = destination.record();
+        if record.grant_ends == Some(due) {
+            record.grant_ends = None;
+        }
+        drop(record);
+        destination.with_outcome_window(|_| ());
     }
 
     /// Every listed passive policy judges the outcome (and the observer sees each verdict); one
@@ -729,6 +762,18 @@ pub(crate) fn changed(
     }
 }
 
+/// Grants end on a grid of this step, a step or two before the open bucket closes: the grants
+/// of many destinations end with one wake of the timer task, and a timer that fires a little
+/// late still ends its grant before a success could fall in the wrong bucket.
+const GRANT_STEP: Duration = Duration::from_millis(10);
+
+/// When a grant whose successes the window would count in its open bucket until `until` ends.
+fn grant_end(until: Duration) -> Duration {
+    let step = GRANT_STEP.as_nanos();
+    let steps = until.as_nanos() / step;
+    Duration::from_nanos(u64::try_from(steps.saturating_sub(1) * step).unwrap_or(u64::MAX))
+}
+
 /// Two passive policies' verdicts on one outcome as one: Unhealthy when either says so (with
 /// the longer reactivation period), else Healthy when either says so.
 fn combine(earlier: PassiveVerdict, later: PassiveVerdict) -> PassiveVerdict {
@@ -791,12 +836,24 @@ mod tests {
         d.with_outcome_window(|w| w.counts().total)
     }
 
+    /// An engine on the system clock, made inside the test's runtime (whose time is paused), so
+    /// that its timer task runs.
+    fn timed_engine(limit: &str) -> Engine {
+        Engine::builder().build_with(config(limit)).unwrap()
+    }
+
+    /// Lets the timer task fire what is due.
+    async fn settle() {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The first success is judged (Unknown becomes Healthy) and grants the ones after it,
     /// which are counted without the lock and show in the window once anyone reads it.
-    #[test]
-    fn a_healthy_destination_counts_its_successes_without_the_lock() {
-        let clock = Arc::new(ManualClock::new());
-        let engine = engine(&clock, "0.3");
+    #[tokio::test(start_paused = true)]
+    async fn a_healthy_destination_counts_its_successes_without_the_lock() {
+        let engine = timed_engine("0.3");
         let d = destination(&engine);
         assert!(!d.credit().is_granted(), "nothing before the first verdict");
         report(&engine, RequestOutcome::Success);
@@ -809,34 +866,71 @@ mod tests {
         assert_eq!(d.credit().drain(), 0, "reading the window drained them");
     }
 
-    /// The open bucket's end sends the next success to the lock; it closes the bucket and is
-    /// granted anew.
-    #[test]
-    fn a_bucket_boundary_sends_the_success_to_the_lock() {
-        let clock = Arc::new(ManualClock::new());
-        let engine = engine(&clock, "0.3");
+    /// A timer ends the grant a step before the open bucket closes: what it took joins the
+    /// window, the next success takes the lock, closes the bucket and is granted anew.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_ends_the_grant_before_the_open_bucket_closes() {
+        let engine = timed_engine("0.3");
         let d = destination(&engine);
         report(&engine, RequestOutcome::Success);
         report(&engine, RequestOutcome::Success);
-        assert!(d.credit().take(0), "granted within the first second");
-        assert!(
-            !d.credit().take(1_000_000_000),
-            "not from the bucket's end on"
-        );
-        clock.advance(Duration::from_secs(1));
+        assert!(d.credit().is_granted(), "granted within the first second");
+        // The first outcome opened a bucket closing at 1 s; its grant ends at 990 ms.
+        assert_eq!(engine.next_timer_due(), Some(Duration::from_millis(990)));
+        tokio::time::sleep(Duration::from_millis(989)).await;
+        settle().await;
+        assert!(d.credit().is_granted());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        settle().await;
+        assert!(!d.credit().is_granted(), "ended at 990 ms");
+        assert_eq!(d.credit().drain(), 0, "what it took joined the window");
+        assert_eq!(window_total(&d), 2);
+        // Judged under the lock, in the open bucket; no grant for its last 10 ms (the grid's
+        // step before 1 s is 990 ms, already past).
+        report(&engine, RequestOutcome::Success);
+        assert!(!d.credit().is_granted());
+        tokio::time::sleep(Duration::from_millis(10)).await;
         report(&engine, RequestOutcome::Success);
         assert!(d.credit().is_granted(), "granted again for the new bucket");
-        // Reading the window ends the grant (what was taken joins the window).
         assert_eq!(d.with_outcome_window(|w| w.closed_buckets()), 1);
-        assert!(!d.credit().is_granted());
         assert_eq!(window_total(&d), 4);
+        assert_eq!(engine.next_timer_due(), Some(Duration::from_millis(1_990)));
+    }
+
+    /// Grants need a task that fires the engine's timers on time: none outside a tokio
+    /// runtime, none with a custom clock (its timers fire when the user says), none once the
+    /// runtime that ran the task is gone. Every outcome is then judged under the lock.
+    #[test]
+    fn grants_only_while_a_task_fires_the_timers() {
+        // Ten successes: whether the last ones were granted, and the window's total.
+        let ten_successes = |engine: &Engine| {
+            let d = destination(engine);
+            for _ in 0..10 {
+                report(engine, RequestOutcome::Success);
+            }
+            (d.credit().is_granted(), window_total(&d))
+        };
+        let outside = Engine::builder().build_with(config("0.3")).unwrap();
+        assert_eq!(ten_successes(&outside), (false, 10));
+        let clock = Arc::new(ManualClock::new());
+        assert_eq!(ten_successes(&engine(&clock, "0.3")), (false, 10));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let inside = {
+            let _inside = runtime.enter();
+            Engine::builder().build_with(config("0.3")).unwrap()
+        };
+        assert_eq!(ten_successes(&inside), (true, 10));
+        drop(runtime);
+        assert_eq!(ten_successes(&inside), (false, 20));
     }
 
     /// A change of health, of settings or of membership withdraws the grant.
-    #[test]
-    fn changes_withdraw_the_grant() {
-        let clock = Arc::new(ManualClock::new());
-        let engine = engine(&clock, "0.3");
+    #[tokio::test(start_paused = true)]
+    async fn changes_withdraw_the_grant() {
+        let engine = timed_engine("0.3");
         let d = destination(&engine);
         for _ in 0..20 {
             report(&engine, RequestOutcome::Success);
@@ -857,7 +951,7 @@ mod tests {
         assert_eq!(d.health().passive, crate::HealthState::Healthy);
         assert!(d.credit().is_granted());
         // Leaving the cluster withdraws it too.
-        let engine = self::engine(&clock, "0.3");
+        let engine = timed_engine("0.3");
         let d = destination(&engine);
         report(&engine, RequestOutcome::Success);
         assert!(d.credit().is_granted());
