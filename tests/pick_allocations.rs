@@ -53,6 +53,13 @@ fn allocations(f: impl FnOnce()) -> u64 {
 
 /// A cluster `c` of `n` destinations balanced by `policy`, passive checks on, on `clock`.
 fn engine(policy: &str, n: usize, clock: Arc<ManualClock>) -> Engine {
+    let engine = Engine::builder().clock(clock).build();
+    engine.load_json(&passive_cluster(policy, n)).unwrap();
+    engine
+}
+
+/// The configuration of that cluster.
+fn passive_cluster(policy: &str, n: usize) -> String {
     let destinations: Vec<String> = (0..n)
         .map(|i| {
             format!(
@@ -61,16 +68,12 @@ fn engine(policy: &str, n: usize, clock: Arc<ManualClock>) -> Engine {
             )
         })
         .collect();
-    let engine = Engine::builder().clock(clock).build();
-    engine
-        .load_json(&format!(
-            r#"{{"Clusters": {{"c": {{"LoadBalancingPolicy": "{policy}",
-                "HealthCheck": {{"Passive": {{"Enabled": true}}}},
-                "Destinations": {{{}}}}}}}}}"#,
-            destinations.join(",")
-        ))
-        .unwrap();
-    engine
+    format!(
+        r#"{{"Clusters": {{"c": {{"LoadBalancingPolicy": "{policy}",
+            "HealthCheck": {{"Passive": {{"Enabled": true}}}},
+            "Destinations": {{{}}}}}}}}}"#,
+        destinations.join(",")
+    )
 }
 
 const POLICIES: [&str; 5] = [
@@ -154,6 +157,45 @@ fn a_pick_a_report_and_a_drop_allocate_nothing() {
         });
         assert_eq!(counted, 0, "{policy}");
     }
+}
+
+/// On the system clock inside a runtime, a healthy destination's successes are counted
+/// without the lock, and one of the engine's timers ends each grant before its bucket closes:
+/// the successes that take the lock and are granted anew (setting that timer) allocate nothing
+/// either.
+#[test]
+fn granted_successes_and_the_timers_that_end_them_allocate_nothing() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for policy in POLICIES {
+            let engine = Engine::builder().build();
+            engine.load_json(&passive_cluster(policy, 100)).unwrap();
+            let successes = || {
+                for _ in 0..500 {
+                    engine
+                        .pick_endpoint("c")
+                        .unwrap()
+                        .report(RequestOutcome::Success);
+                }
+            };
+            // Warm up: the windows grown to their length, the timer heap to its size.
+            for _ in 0..140 {
+                successes();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            let mut counted = 0;
+            for _ in 0..20 {
+                counted += allocations(successes);
+                // The grants end while the time moves; the next successes take the lock.
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+            assert_eq!(counted, 0, "{policy}");
+        }
+    });
 }
 
 /// Shaped picks (a policy that times its requests, a cluster that may spill to its next tier,
