@@ -637,6 +637,17 @@ impl<'a> PickView<'a> {
         self.draws.next_u64()
     }
 
+    /// 64 bits from an evenly spread sequence (this thread's, or the seeded source's), for
+    /// draws in proportion to weights: read as two 32-bit fractions, its halves fill the unit
+    /// square evenly from one pick to the next, so that a destination drawn by area (a column
+    /// and a coin of an alias table, say) gets its share of any run of picks within a few
+    /// picks, where independent random draws wander by the square root of the run. Each
+    /// thread's sequence starts at a random point.
+    #[inline]
+    pub fn spread_u64(&self) -> u64 {
+        self.draws.next_spread()
+    }
+
     /// Two distinct uniform random indices in `0..n` (`n` >= 2).
     #[inline]
     pub fn two_random_indices(&self, n: usize) -> (usize, usize) {

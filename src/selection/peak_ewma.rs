@@ -14,9 +14,9 @@
 //! factor of `1 + u` would rank them the same way but barely: under load it still sent the one
 //! at 0.9 two thirds of the share of the one at 0.2.) Utilization is taken up to 0.99.
 //!
-//! In a weighted group the first candidate is drawn in proportion to the weights and the second
-//! uniformly among the others, and requests in flight count per unit of weight, as in
-//! `PowerOfTwoChoices`: cost = latency x (in flight / weight + 1). An idle cluster (every cost
+//! In a weighted group the first candidate is drawn in proportion to the weights (with a point of
+//! the evenly spread sequence) and the second uniformly among the others, and requests in flight
+//! count per unit of weight, as in `PowerOfTwoChoices`: cost = latency x (in flight / weight + 1). An idle cluster (every cost
 //! a tie when latencies match) is then spread in proportion to the weights, and a loaded one
 //! holds requests in proportion to them. The `+ 1` is per unit of weight on purpose: with
 //! `(in flight + 1) / weight` the heavier of two idle candidates would win every time, and a
@@ -59,7 +59,7 @@ impl Pick for PeakEwmaPicker {
     fn pick(&self, view: &PickView<'_>) -> usize {
         let (i, j) = match &self.by_weight {
             Some(table) => {
-                let i = table.index(view.random_u64());
+                let i = table.index(view.spread_u64());
                 let other = view.random_index(view.len() - 1);
                 (i, other + usize::from(other >= i))
             }

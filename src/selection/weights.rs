@@ -7,8 +7,9 @@
 //!   weight (in whole units) in nginx's smooth order: {5, 1, 1} is `a a b a c a a`, not five `a`
 //!   in a row. Groups too large for that order's quadratic construction use the earliest-deadline
 //!   order of Envoy's and gRPC's weighted round robin, equally even over a cycle.
-//! - `PowerOfTwoChoices` draws its first candidate from the alias table and compares load per
-//!   unit of weight, as Envoy's weighted least-request balancer does.
+//! - `PowerOfTwoChoices` and `PeakEwma` draw their first candidate from the alias table (with
+//!   a point of the evenly spread sequence, `PickView::spread_u64`) and compare load per unit
+//!   of weight, as Envoy's weighted least-request balancer does.
 //!
 //! A weight of 0 means "only when nothing else is left": the best group leaves such a
 //! destination out while it has one of positive weight (`group.rs`); a group that weighs nothing

@@ -82,25 +82,26 @@ fn join(engine: &Engine, policy: &str) {
         .unwrap();
 }
 
-/// The newcomer's share of each second's picks follows the formula, from its join to past the
-/// end of its window, under each policy that spreads by weight. RoundRobin's order is exact:
-/// every second within 3 points. A random policy's share of 1,000 picks wanders around the
-/// formula by chance (one standard deviation is about 1.3 points at a share of 0.2), so for
-/// those at least 33 of the 35 seconds are within 3 points, none further than 4.5, and the
-/// mean distance is under 1.2 points. PeakEwma balances by measured latency, so its requests
-/// are reported: each takes as long as it is held, and the default RTT a newcomer starts
-/// with is that same latency. Its ramp acts through requests in flight per unit of weight, so
-/// it is checked with requests in flight: an idle newcomer that measures as fast as the others
-/// is compared on latency alone.
+/// The newcomer's share of each second's picks stays within 3 points of the formula, from its
+/// join to past the end of its window, under each policy that spreads by weight. RoundRobin's
+/// order follows the weights pick by pick, and so does the first candidate of
+/// PowerOfTwoChoices (a point of the evenly spread sequence): idle, their shares are within
+/// half a point on average. Under Random each pick is independent, so its share of a second
+/// wanders by chance (one standard deviation is about 1.3 points at a share of 0.2); the engine
+/// is seeded, so every run is this one. PeakEwma balances by measured latency, so its requests
+/// are reported: each takes as long as it is held, and the default RTT a newcomer starts with
+/// is that same latency. Its ramp acts through requests in flight per unit of weight, so it is
+/// checked with requests in flight: an idle newcomer that measures as fast as the others is
+/// compared on latency alone.
 #[test]
 fn a_newcomers_share_follows_the_ramp_under_each_weighted_policy() {
-    for (policy, hold, exact) in [
-        ("RoundRobin", 0, true),
-        ("Random", 0, false),
-        ("PowerOfTwoChoices", 0, false),
+    for (policy, hold, mean_within) in [
+        ("RoundRobin", 0, 0.005),
+        ("Random", 0, 0.012),
+        ("PowerOfTwoChoices", 0, 0.005),
         // Balancing by requests in flight: the handles are held, 20 at a time.
-        ("PowerOfTwoChoices", 20, false),
-        ("PeakEwma", 20, false),
+        ("PowerOfTwoChoices", 20, 0.012),
+        ("PeakEwma", 20, 0.012),
     ] {
         let report = policy == "PeakEwma";
         let rtt = Duration::from_millis(hold.max(1) as u64);
@@ -126,17 +127,13 @@ fn a_newcomers_share_follows_the_ramp_under_each_weighted_policy() {
                 (share - expected_share(t)).abs()
             })
             .collect();
-        let within = distances.iter().filter(|&&d| d <= 0.03).count();
-        let farthest = distances.iter().copied().fold(0.0, f64::max);
         let mean = distances.iter().sum::<f64>() / distances.len() as f64;
         let context = format!("{policy} holding {hold}: shares {shares:.3?}");
-        if exact {
-            assert_eq!(within, 35, "{context}");
-        } else {
-            assert!(within >= 33, "{within} of 35 within 3 points; {context}");
-            assert!(farthest <= 0.045, "{farthest:.3} away; {context}");
-            assert!(mean <= 0.012, "{mean:.4} on average; {context}");
-        }
+        assert!(
+            distances.iter().all(|&d| d <= 0.03),
+            "distances {distances:.3?}; {context}"
+        );
+        assert!(mean <= mean_within, "{mean:.4} on average; {context}");
     }
 }
 
