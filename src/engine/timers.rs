@@ -113,7 +113,7 @@ impl Timers {
         if earliest {
             self.wake.notify_one();
         }
-        if self.auto && !self.start() {
+        if self.auto && !self.closed.load(AtomicOrdering::Acquire) && !self.start() {
             tracing::warn!(target: "healthpick", "no tokio runtime: passive reactivation, held-change confirmation, slow-start steps and tier-spill decisions happen only when Engine::fire_due_timers is called");
         }
     }
@@ -122,7 +122,9 @@ impl Timers {
     /// tokio runtime is at hand; whether it runs. Never with a custom clock: the user fires
     /// those timers, when they choose.
     pub fn start(&self) -> bool {
-        self.auto && (self.driver_started.load(AtomicOrdering::Acquire) || self.start_driver())
+        self.auto
+            && !self.closed.load(AtomicOrdering::Acquire)
+            && (self.driver_started.load(AtomicOrdering::Acquire) || self.start_driver())
     }
 
     pub fn next_due(&self) -> Option<Duration> {
@@ -204,5 +206,39 @@ impl Drop for DriverRunning {
         if let Some(timers) = self.0.upgrade() {
             timers.driver_started.store(false, AtomicOrdering::Release);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{ManualClock, SystemClock};
+
+    /// The task that fires timers runs only on the engine's own clock inside a runtime, is
+    /// noticed when its runtime goes, and is not started again once the engine is gone.
+    #[test]
+    fn timers_are_fired_by_a_task_only_while_one_can_run() {
+        let manual = Timers::new(Arc::new(ManualClock::new()), false);
+        assert!(!manual.start(), "the user fires a custom clock's timers");
+        let timers = Timers::new(Arc::new(SystemClock::new()), true);
+        assert!(!timers.start(), "no runtime at hand");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        {
+            let _inside = runtime.enter();
+            assert!(timers.start());
+        }
+        drop(runtime);
+        assert!(!timers.start(), "its runtime is gone");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _inside = runtime.enter();
+        assert!(timers.start(), "a new runtime, a new task");
+        timers.close();
+        assert!(!timers.start(), "closed");
     }
 }
