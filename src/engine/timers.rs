@@ -214,6 +214,13 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, SystemClock};
 
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     /// The task that fires timers runs only on the engine's own clock inside a runtime, is
     /// noticed when its runtime goes, and is not started again once the engine is gone.
     #[test]
@@ -222,20 +229,14 @@ mod tests {
         assert!(!manual.start(), "the user fires a custom clock's timers");
         let timers = Timers::new(Arc::new(SystemClock::new()), true);
         assert!(!timers.start(), "no runtime at hand");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let runtime = current_thread();
         {
             let _inside = runtime.enter();
             assert!(timers.start());
         }
         drop(runtime);
         assert!(!timers.start(), "its runtime is gone");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let runtime = current_thread();
         let _inside = runtime.enter();
         assert!(timers.start(), "a new runtime, a new task");
         timers.close();
