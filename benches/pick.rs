@@ -98,6 +98,8 @@
 //!     latency estimates); `P2C_report` and `PeakEwma_report`: pick, report `Success`, drop,
 //!     without passive checks, under `PowerOfTwoChoices` and `PeakEwma` (whose handle times the
 //!     request and whose report records the sample);
+//!   - `clock_read`: one read of the engine's default clock (`SystemClock`), what timing a
+//!     request costs per end (a `PeakEwma` pick reads it, and so does its report);
 //!   - `keyed`: `pick_endpoint_for_key` + drop on a `PowerOfTwoChoices` cluster with
 //!     `SessionAffinity`, each pick with the thread's next of 65,536 keys (compare it with
 //!     `PowerOfTwoChoices`);
@@ -144,7 +146,7 @@ use healthpick::config::{
     AffinityPolicy, ClusterConfig, DestinationConfig, PassiveHealthCheckConfig,
     SessionAffinityConfig,
 };
-use healthpick::{Config, Engine, HealthState, RequestOutcome};
+use healthpick::{Clock, Config, Engine, HealthState, RequestOutcome, SystemClock};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -939,6 +941,17 @@ fn bench_paired(_: &mut Criterion) {
             Some(P2C),
             batch,
             Box::new(|| pick_report_drop(&peak_ewma_reporting)),
+        ));
+        // What timing a request costs at least: a `PeakEwma` pick reads the clock once, and its
+        // report once more.
+        let clock = SystemClock::new();
+        arms.push(arm(
+            "clock_read",
+            None,
+            batch,
+            Box::new(move || {
+                black_box(clock.now());
+            }),
         ));
         arms.push(arm(
             "keyed",

@@ -123,14 +123,20 @@ impl ClusterRuntime {
         outcome: RequestOutcome,
         now: Option<Duration>,
     ) {
-        if destination.is_removed() {
-            return;
-        }
-        #[cfg(feature = "metrics")]
-        self.metrics.outcome(outcome);
         // The snapshot through this thread's pick cache: no shared write when it picked here.
         with_current(&self.cell, |snapshot| {
             let settings = &snapshot.settings;
+            // Most clusters neither judge nor watch outcomes: they skip the destination's state,
+            // whose line a pick from a large cluster does not otherwise bring in.
+            let watched = settings.policies.passive.is_some() || self.observer.is_some();
+            if (watched || cfg!(feature = "metrics")) && destination.is_removed() {
+                return;
+            }
+            #[cfg(feature = "metrics")]
+            self.metrics.outcome(outcome);
+            if !watched {
+                return;
+            }
             // One clock read serves the observer and the policy.
             let observed_at = self.observer.as_ref().map(|observer| {
                 let at = now.unwrap_or_else(|| self.clock.now());
